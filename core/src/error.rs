@@ -1,0 +1,56 @@
+//! The runtime's error type. Each kind maps to one C ABI status code.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The caller passed something unusable (bad name, bad index, ...).
+    InvalidArgument,
+    /// A wait ran out of time; nothing was lost, the wait can be retried.
+    Timeout,
+    /// A proc or actor the operation needs has failed or exited.
+    ProcFailed,
+    /// The runtime, mesh or actor was stopped.
+    Stopped,
+    /// An operating-system or network error.
+    Io,
+    /// A bug in the runtime.
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::InvalidArgument, message)
+    }
+    pub fn io(context: &str, e: std::io::Error) -> Error {
+        Error::new(ErrorKind::Io, format!("{context}: {e}"))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<crate::geometry::GeometryError> for Error {
+    fn from(e: crate::geometry::GeometryError) -> Error {
+        Error::invalid(e.0)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

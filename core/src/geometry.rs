@@ -1,0 +1,391 @@
+//! Mesh geometry: named dimensions over a strided set of base ranks.
+//!
+//! A mesh of procs or actors is a dense array of `base` ranks (0..n, in
+//! row-major order of the shape it was created with). A [`Shape`] is a view
+//! onto those ranks: named dimensions with sizes, an offset and strides, so
+//! slicing is arithmetic on the view and never copies or renumbers anything.
+
+use std::fmt;
+
+/// An error in a geometric operation; the message names the dimension and
+/// the valid range so a user can fix the call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GeometryError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, GeometryError> {
+    Err(GeometryError(msg.into()))
+}
+
+/// Labels and sizes of a mesh, plus where its points sit among the base ranks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shape {
+    labels: Vec<String>,
+    offset: usize,
+    sizes: Vec<usize>,
+    strides: Vec<usize>,
+}
+
+impl Shape {
+    /// A dense row-major shape, e.g. `[("hosts", 2), ("gpus", 4)]`.
+    pub fn new(dims: &[(&str, usize)]) -> Result<Shape, GeometryError> {
+        let labels: Vec<String> = dims.iter().map(|(l, _)| l.to_string()).collect();
+        let sizes: Vec<usize> = dims.iter().map(|(_, s)| *s).collect();
+        Shape::dense(labels, sizes)
+    }
+
+    /// A dense row-major shape from parallel label and size lists.
+    pub fn dense(labels: Vec<String>, sizes: Vec<usize>) -> Result<Shape, GeometryError> {
+        if labels.len() != sizes.len() {
+            return err(format!("{} labels but {} sizes", labels.len(), sizes.len()));
+        }
+        for (i, l) in labels.iter().enumerate() {
+            if l.is_empty() {
+                return err("dimension names must not be empty");
+            }
+            if labels[..i].contains(l) {
+                return err(format!("dimension '{l}' appears twice"));
+            }
+        }
+        let mut strides = vec![0; sizes.len()];
+        let mut acc = 1usize;
+        for i in (0..sizes.len()).rev() {
+            strides[i] = acc;
+            acc = acc
+                .checked_mul(sizes[i].max(1))
+                .ok_or_else(|| GeometryError("mesh too large".into()))?;
+        }
+        Ok(Shape {
+            labels,
+            offset: 0,
+            sizes,
+            strides,
+        })
+    }
+
+    /// A shape from raw parts, as decoded from the wire; checked for
+    /// consistency so a malformed peer cannot make us index out of bounds
+    /// (ranks are still checked against the base list by the user of them).
+    pub fn from_parts(
+        labels: Vec<String>,
+        offset: usize,
+        sizes: Vec<usize>,
+        strides: Vec<usize>,
+    ) -> Result<Shape, GeometryError> {
+        if labels.len() != sizes.len() || sizes.len() != strides.len() {
+            return err("shape has mismatched labels, sizes and strides");
+        }
+        let mut max = offset;
+        for (s, st) in sizes.iter().zip(&strides) {
+            if *s > 0 {
+                max = (s - 1)
+                    .checked_mul(*st)
+                    .and_then(|x| x.checked_add(max))
+                    .ok_or_else(|| GeometryError("shape overflows".into()))?;
+            }
+        }
+        Ok(Shape {
+            labels,
+            offset,
+            sizes,
+            strides,
+        })
+    }
+
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+    pub fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    pub fn ndim(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Number of points in the view.
+    pub fn len(&self) -> usize {
+        self.sizes.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Size of dimension `label`.
+    pub fn size(&self, label: &str) -> Result<usize, GeometryError> {
+        Ok(self.sizes[self.dim(label)?])
+    }
+
+    fn dim(&self, label: &str) -> Result<usize, GeometryError> {
+        self.labels.iter().position(|l| l == label).ok_or_else(|| {
+            GeometryError(format!(
+                "no dimension '{label}' in mesh with dimensions {}",
+                self.dims_text()
+            ))
+        })
+    }
+
+    fn dims_text(&self) -> String {
+        let parts: Vec<String> = self
+            .labels
+            .iter()
+            .zip(&self.sizes)
+            .map(|(l, s)| format!("'{l}': {s}"))
+            .collect();
+        format!("{{{}}}", parts.join(", "))
+    }
+
+    /// Fix dimension `label` at `index`, removing the dimension.
+    pub fn at(&self, label: &str, index: usize) -> Result<Shape, GeometryError> {
+        let d = self.dim(label)?;
+        if index >= self.sizes[d] {
+            return err(format!(
+                "index {index} out of range for dimension '{label}' of size {} (valid: 0..{})",
+                self.sizes[d], self.sizes[d]
+            ));
+        }
+        let mut s = self.clone();
+        s.offset += index * s.strides[d];
+        s.labels.remove(d);
+        s.sizes.remove(d);
+        s.strides.remove(d);
+        Ok(s)
+    }
+
+    /// Keep dimension `label`, narrowed to `start..stop` by `step`, with
+    /// Python semantics: negative `start`/`stop` count from the end, `None`
+    /// means the natural bound, bounds are clamped, `step` must be positive.
+    pub fn select(
+        &self,
+        label: &str,
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: i64,
+    ) -> Result<Shape, GeometryError> {
+        let d = self.dim(label)?;
+        if step <= 0 {
+            return err(format!(
+                "slice step for dimension '{label}' must be positive, got {step}"
+            ));
+        }
+        let n = self.sizes[d] as i64;
+        let norm = |v: Option<i64>, default: i64| -> i64 {
+            match v {
+                None => default,
+                Some(v) if v < 0 => (v + n).max(0),
+                Some(v) => v.min(n),
+            }
+        };
+        let b = norm(start, 0);
+        let e = norm(stop, n);
+        let count = if e > b {
+            ((e - b) + step - 1) / step
+        } else {
+            0
+        } as usize;
+        let mut s = self.clone();
+        s.offset += b as usize * s.strides[d];
+        s.sizes[d] = count;
+        s.strides[d] *= step as usize;
+        Ok(s)
+    }
+
+    /// Base rank of the point at `coords` (one coordinate per dimension).
+    pub fn base_rank_of(&self, coords: &[usize]) -> Result<usize, GeometryError> {
+        if coords.len() != self.ndim() {
+            return err(format!(
+                "expected {} coordinates, got {}",
+                self.ndim(),
+                coords.len()
+            ));
+        }
+        let mut r = self.offset;
+        for (i, c) in coords.iter().enumerate() {
+            if *c >= self.sizes[i] {
+                return err(format!(
+                    "coordinate {c} out of range for dimension '{}' of size {}",
+                    self.labels[i], self.sizes[i]
+                ));
+            }
+            r += c * self.strides[i];
+        }
+        Ok(r)
+    }
+
+    /// Coordinates of the point whose rank in this view is `rank`.
+    pub fn coords_of(&self, rank: usize) -> Result<Vec<usize>, GeometryError> {
+        if rank >= self.len() {
+            return err(format!(
+                "rank {rank} out of range for mesh of {} points",
+                self.len()
+            ));
+        }
+        let mut coords = vec![0; self.ndim()];
+        let mut rem = rank;
+        for i in (0..self.ndim()).rev() {
+            coords[i] = rem % self.sizes[i];
+            rem /= self.sizes[i];
+        }
+        Ok(coords)
+    }
+
+    /// Base rank of the point whose rank in this view is `rank`.
+    pub fn base_rank(&self, rank: usize) -> Result<usize, GeometryError> {
+        let coords = self.coords_of(rank)?;
+        self.base_rank_of(&coords)
+    }
+
+    /// Base ranks of every point, in row-major order of the view.
+    pub fn base_ranks(&self) -> BaseRanks<'_> {
+        BaseRanks {
+            shape: self,
+            coords: vec![0; self.ndim()],
+            remaining: self.len(),
+            current: self.offset,
+        }
+    }
+
+    /// The largest base rank this view touches (None if empty).
+    pub fn max_base_rank(&self) -> Option<usize> {
+        if self.is_empty() {
+            return None;
+        }
+        Some(
+            self.offset
+                + self
+                    .sizes
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(s, st)| (s - 1) * st)
+                    .sum::<usize>(),
+        )
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.dims_text())
+    }
+}
+
+/// Iterator over the base ranks of a view, in row-major order.
+pub struct BaseRanks<'a> {
+    shape: &'a Shape,
+    coords: Vec<usize>,
+    remaining: usize,
+    current: usize,
+}
+
+impl Iterator for BaseRanks<'_> {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let out = self.current;
+        self.remaining -= 1;
+        // Advance like an odometer, last dimension fastest.
+        for i in (0..self.coords.len()).rev() {
+            self.coords[i] += 1;
+            self.current += self.shape.strides[i];
+            if self.coords[i] < self.shape.sizes[i] {
+                break;
+            }
+            self.current -= self.coords[i] * self.shape.strides[i];
+            self.coords[i] = 0;
+        }
+        Some(out)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hg() -> Shape {
+        Shape::new(&[("hosts", 2), ("gpus", 4)]).unwrap()
+    }
+
+    #[test]
+    fn dense_ranks_are_row_major() {
+        let s = hg();
+        assert_eq!(s.len(), 8);
+        assert_eq!(s.strides(), &[4, 1]);
+        assert_eq!(
+            s.base_ranks().collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
+        );
+        assert_eq!(s.coords_of(6).unwrap(), vec![1, 2]);
+        assert_eq!(s.base_rank_of(&[1, 2]).unwrap(), 6);
+    }
+
+    #[test]
+    fn index_removes_dimension() {
+        let s = hg().at("gpus", 1).unwrap();
+        assert_eq!(s.labels(), &["hosts".to_string()]);
+        assert_eq!(s.base_ranks().collect::<Vec<_>>(), vec![1, 5]);
+        let s = hg().at("hosts", 1).unwrap();
+        assert_eq!(s.base_ranks().collect::<Vec<_>>(), vec![4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn range_keeps_dimension_and_composes() {
+        let s = hg().select("gpus", Some(1), None, 2).unwrap();
+        assert_eq!(s.sizes(), &[2, 2]);
+        assert_eq!(s.base_ranks().collect::<Vec<_>>(), vec![1, 3, 5, 7]);
+        let t = s.select("gpus", Some(1), Some(2), 1).unwrap();
+        assert_eq!(t.base_ranks().collect::<Vec<_>>(), vec![3, 7]);
+        let u = t.at("hosts", 1).unwrap();
+        assert_eq!(u.base_ranks().collect::<Vec<_>>(), vec![7]);
+        assert_eq!(u.base_rank(0).unwrap(), 7);
+    }
+
+    #[test]
+    fn python_slice_semantics() {
+        let s = Shape::new(&[("x", 10)]).unwrap();
+        let r = |a, b, c| -> Vec<usize> { s.select("x", a, b, c).unwrap().base_ranks().collect() };
+        assert_eq!(r(Some(-3), None, 1), vec![7, 8, 9]);
+        assert_eq!(r(None, Some(-8), 1), vec![0, 1]);
+        assert_eq!(r(Some(8), Some(100), 1), vec![8, 9]);
+        assert_eq!(r(Some(5), Some(2), 1), Vec::<usize>::new());
+        assert_eq!(r(None, None, 3), vec![0, 3, 6, 9]);
+    }
+
+    #[test]
+    fn errors_name_dimension_and_range() {
+        let e = hg().at("gpu", 0).unwrap_err().0;
+        assert!(
+            e.contains("no dimension 'gpu'") && e.contains("'gpus': 4"),
+            "{e}"
+        );
+        let e = hg().at("gpus", 4).unwrap_err().0;
+        assert!(
+            e.contains("index 4") && e.contains("'gpus'") && e.contains("0..4"),
+            "{e}"
+        );
+        let e = hg().select("gpus", None, None, 0).unwrap_err().0;
+        assert!(e.contains("step") && e.contains("'gpus'"), "{e}");
+        assert!(hg().coords_of(8).is_err());
+        assert!(Shape::new(&[("a", 1), ("a", 2)]).is_err());
+    }
+
+    #[test]
+    fn from_parts_rejects_mismatch() {
+        assert!(Shape::from_parts(vec!["a".into()], 0, vec![1, 2], vec![1]).is_err());
+        assert!(
+            Shape::from_parts(vec!["a".into()], usize::MAX, vec![3], vec![usize::MAX]).is_err()
+        );
+        let s = Shape::from_parts(vec!["a".into()], 2, vec![3], vec![2]).unwrap();
+        assert_eq!(s.max_base_rank(), Some(6));
+    }
+}

@@ -1,0 +1,301 @@
+//! Proc meshes and actor meshes: views over base ranks, with the
+//! operations a controller (or any actor) performs on them.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::geometry::Shape;
+use crate::runtime::{Future, Runtime};
+use crate::value::{PointValue, ValueMesh};
+use crate::wire::{encode_shape, ActorMeshRef, Envelope, Kind};
+
+/// How long a stopping proc may take before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// An n-d array of procs.
+#[derive(Clone)]
+pub struct ProcMesh {
+    rt: Runtime,
+    /// Address of the proc at each base rank.
+    procs: Arc<Vec<String>>,
+    shape: Shape,
+}
+
+/// How a call is delivered and answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMode {
+    /// Every point answers; the future yields a ValueMesh of the mesh's shape.
+    All,
+    /// Like `All`, but the mesh must have exactly one point.
+    One,
+    /// One point, chosen by the runtime, answers.
+    Choose,
+    /// Every point gets the message; nobody answers.
+    Broadcast,
+}
+
+impl ProcMesh {
+    /// Start one OS process per point of `shape`, each running `argv` with
+    /// the bootstrap environment. Returns at once; the procs become usable
+    /// when they report Ready (sends to them wait for that).
+    pub fn spawn(rt: &Runtime, shape: Shape, argv: &[String]) -> Result<ProcMesh> {
+        if shape.is_empty() {
+            return Err(Error::invalid(format!(
+                "cannot spawn an empty proc mesh {shape}"
+            )));
+        }
+        let procs = rt.spawn_procs(shape.len(), argv)?;
+        Ok(ProcMesh {
+            rt: rt.clone(),
+            procs: Arc::new(procs),
+            shape,
+        })
+    }
+
+    /// The proc of the calling process itself, as a mesh with no dimensions.
+    pub fn this_proc(rt: &Runtime) -> ProcMesh {
+        ProcMesh {
+            rt: rt.clone(),
+            procs: Arc::new(vec![rt.addr().to_string()]),
+            shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
+        }
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub fn at(&self, label: &str, index: usize) -> Result<ProcMesh> {
+        Ok(ProcMesh {
+            shape: self.shape.at(label, index)?,
+            ..self.clone()
+        })
+    }
+
+    pub fn select(
+        &self,
+        label: &str,
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: i64,
+    ) -> Result<ProcMesh> {
+        Ok(ProcMesh {
+            shape: self.shape.select(label, start, stop, step)?,
+            ..self.clone()
+        })
+    }
+
+    fn addrs(&self) -> Vec<String> {
+        self.shape
+            .base_ranks()
+            .map(|r| self.procs[r].clone())
+            .collect()
+    }
+
+    /// Spawn actor `name` of `type_name` on every proc of the view, passing
+    /// `args` to each constructor. Returns the mesh at once and a future
+    /// that completes when every constructor has run (its ValueMesh holds
+    /// the constructors' errors, if any).
+    pub fn spawn_actors(
+        &self,
+        name: &str,
+        type_name: &str,
+        args: &[&[u8]],
+    ) -> Result<(ActorMesh, Future)> {
+        if name.is_empty() {
+            return Err(Error::invalid("actor mesh name must not be empty"));
+        }
+        let key = format!("{name}.{}", self.rt.next_id());
+        let mesh = ActorMesh::new(
+            self.rt.clone(),
+            ActorMeshRef {
+                name: name.to_string(),
+                key,
+                procs: self.procs.to_vec(),
+                shape: self.shape.clone(),
+            },
+        );
+        let mut env = Envelope::new(Kind::SpawnActor);
+        env.actor = mesh.r.key.clone();
+        env.type_name = type_name.to_string();
+        let ready = mesh.send_all(env, args, true)?.expect("replies requested");
+        Ok((mesh, ready))
+    }
+
+    /// Stop every proc of the view: ask nicely, kill after a grace period.
+    /// The future completes when all of them have exited.
+    pub fn stop(&self) -> Future {
+        let fut = self.rt.new_future();
+        let rt = self.rt.clone();
+        let addrs = self.addrs();
+        let shape = self.shape.clone();
+        let done = fut.clone();
+        let spawned = std::thread::Builder::new()
+            .name("monarch-stop".into())
+            .spawn(move || {
+                rt.stop_procs(&addrs, STOP_GRACE);
+                let values = addrs.iter().map(|_| PointValue::Ok(Vec::new())).collect();
+                done.complete(Ok(ValueMesh { shape, values }));
+            });
+        if let Err(e) = spawned {
+            fut.complete(Err(Error::io("cannot start stop thread", e)));
+        }
+        fut
+    }
+}
+
+/// An n-d array of actors of one type, one per proc of a proc mesh (or a
+/// view of such a mesh).
+#[derive(Clone)]
+pub struct ActorMesh {
+    rt: Runtime,
+    r: Arc<ActorMeshRef>,
+    /// The encoded shape, computed once and attached to every message.
+    shape_bytes: Arc<[u8]>,
+    next_choice: Arc<AtomicUsize>,
+}
+
+impl ActorMesh {
+    fn new(rt: Runtime, r: ActorMeshRef) -> ActorMesh {
+        let shape_bytes = encode_shape(&r.shape).into();
+        ActorMesh {
+            rt,
+            r: Arc::new(r),
+            shape_bytes,
+            next_choice: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Rebuild a mesh from a reference received in a message.
+    pub fn from_ref(rt: &Runtime, bytes: &[u8]) -> Result<ActorMesh> {
+        let r = ActorMeshRef::decode(bytes).map_err(|e| Error::invalid(e.to_string()))?;
+        Ok(ActorMesh::new(rt.clone(), r))
+    }
+
+    /// A reference to this mesh (view) that can travel in a message.
+    pub fn to_ref(&self) -> Vec<u8> {
+        self.r.encode()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.r.name
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.r.shape
+    }
+
+    fn with_shape(&self, shape: Shape) -> ActorMesh {
+        ActorMesh::new(
+            self.rt.clone(),
+            ActorMeshRef {
+                shape,
+                ..(*self.r).clone()
+            },
+        )
+    }
+
+    pub fn at(&self, label: &str, index: usize) -> Result<ActorMesh> {
+        Ok(self.with_shape(self.r.shape.at(label, index)?))
+    }
+
+    pub fn select(
+        &self,
+        label: &str,
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: i64,
+    ) -> Result<ActorMesh> {
+        Ok(self.with_shape(self.r.shape.select(label, start, stop, step)?))
+    }
+
+    /// Call endpoint `method` with `parts`. Returns the future of the
+    /// gathered replies, or None for `Broadcast`.
+    pub fn call(&self, method: &str, parts: &[&[u8]], mode: CallMode) -> Result<Option<Future>> {
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = self.r.key.clone();
+        env.method = method.to_string();
+        match mode {
+            CallMode::All => self.send_all(env, parts, true),
+            CallMode::Broadcast => self.send_all(env, parts, false),
+            CallMode::One => {
+                if self.r.shape.len() != 1 {
+                    return Err(Error::invalid(format!(
+                        "call_one requires a mesh of exactly one actor, but '{}' has {} ({})",
+                        self.r.name,
+                        self.r.shape.len(),
+                        self.r.shape
+                    )));
+                }
+                self.send_all(env, parts, true)
+            }
+            CallMode::Choose => {
+                let n = self.r.shape.len();
+                if n == 0 {
+                    return Err(Error::invalid(format!(
+                        "cannot choose from empty mesh '{}'",
+                        self.r.name
+                    )));
+                }
+                let rank = self.next_choice.fetch_add(1, Ordering::Relaxed) % n;
+                let coords = self.r.shape.coords_of(rank)?;
+                let mut point = self.r.shape.clone();
+                for (label, c) in self.r.shape.labels().iter().zip(coords) {
+                    point = point.at(label, c)?;
+                }
+                self.with_shape(point).send_all(env, parts, true)
+            }
+        }
+    }
+
+    /// Send `env` to every point of the view; with `replies`, open a port
+    /// gathering one answer per point.
+    fn send_all(
+        &self,
+        mut env: Envelope,
+        parts: &[&[u8]],
+        replies: bool,
+    ) -> Result<Option<Future>> {
+        let shape = &self.r.shape;
+        let dests: Vec<&String> = shape.base_ranks().map(|r| &self.r.procs[r]).collect();
+        env.sender = self.rt.addr().to_string();
+        env.shape = Some(self.shape_bytes.clone());
+        env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
+        let (port, fut) = if replies {
+            let (port, fut) = self
+                .rt
+                .open_gather(shape.clone(), dests.iter().map(|d| d.to_string()).collect());
+            (port, Some(fut))
+        } else {
+            (0, None)
+        };
+        env.reply_port = port;
+        let mut first_err = None;
+        for (slot, addr) in dests.iter().enumerate() {
+            env.message_rank = slot as u64;
+            env.reply_slot = slot as u64;
+            if let Err(e) = self.rt.send(addr, &env, parts) {
+                if replies {
+                    self.rt
+                        .fill_slot(port, slot as u64, PointValue::error(e.message.clone()));
+                } else if first_err.is_none() {
+                    first_err = Some(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(fut),
+        }
+    }
+
+    /// Stop the actors of this view (their procs keep running).
+    pub fn stop(&self) -> Result<Future> {
+        let env = Envelope::new(Kind::StopActor);
+        let mut env = env;
+        env.actor = self.r.key.clone();
+        Ok(self.send_all(env, &[], true)?.expect("replies requested"))
+    }
+}

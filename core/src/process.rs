@@ -1,0 +1,230 @@
+//! Starting and reaping the OS processes behind local procs.
+//!
+//! Children are forked from one long-lived "spawner" thread because
+//! `PR_SET_PDEATHSIG` fires when the *thread* that forked a child exits, not
+//! the process: forking from a short-lived caller thread (a Python thread,
+//! say) would kill the child when that thread ends.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::completion::Completion;
+use crate::error::{Error, ErrorKind, Result};
+
+/// How a child process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitInfo {
+    Code(i32),
+    Signal(i32),
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitInfo::Code(c) => write!(f, "exited with code {c}"),
+            ExitInfo::Signal(s) => write!(f, "killed by signal {s} ({})", signal_name(*s)),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        _ => "signal",
+    }
+}
+
+/// One local child process hosting a proc.
+pub struct Child {
+    pub addr: String,
+    pub pid: u32,
+    /// Completes when the proc reports Ready (Ok) or exits first (Err).
+    pub ready: Completion<Result<()>>,
+    /// Completes when the process has exited and been reaped.
+    pub exit: Completion<ExitInfo>,
+}
+
+impl Child {
+    /// Send SIGKILL unless the child is already reaped (its pid may then
+    /// belong to someone else).
+    pub fn kill(&self) {
+        if !self.exit.is_ready() {
+            // SAFETY: plain syscall on a pid we spawned and have not reaped.
+            unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("monarch-spawner".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })
+            .expect("start spawner thread");
+        Mutex::new(tx)
+    })
+}
+
+/// Start `argv` with `env` added, as a child that dies with this process.
+/// `on_exit` runs on a reaper thread after the child has been reaped.
+pub fn spawn_child(
+    argv: &[String],
+    env: Vec<(String, String)>,
+    addr: String,
+    ready: Completion<Result<()>>,
+    on_exit: impl FnOnce(Arc<Child>, ExitInfo) + Send + 'static,
+) -> Result<Arc<Child>> {
+    if argv.is_empty() {
+        return Err(Error::invalid("bootstrap command is empty"));
+    }
+    let argv = argv.to_vec();
+    let (tx, rx) = mpsc::channel();
+    let job: Job = Box::new(move || {
+        let parent = std::process::id() as libc::pid_t;
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        // SAFETY: the closure runs between fork and exec and only makes
+        // async-signal-safe calls (prctl, getppid, _exit).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died before prctl took effect.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let _ = tx.send(cmd.spawn());
+    });
+    spawner()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(job)
+        .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
+    let mut child = rx
+        .recv()
+        .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?
+        .map_err(|e| Error::io(&format!("cannot start {:?}", "bootstrap command"), e))?;
+    let info = Arc::new(Child {
+        addr,
+        pid: child.id(),
+        ready,
+        exit: Completion::new(None),
+    });
+    let reaped = info.clone();
+    std::thread::Builder::new()
+        .name(format!("monarch-reaper-{}", info.pid))
+        .spawn(move || {
+            let status = child.wait();
+            let exit = match status {
+                Ok(s) => match (s.code(), s.signal()) {
+                    (Some(c), _) => ExitInfo::Code(c),
+                    (None, Some(sig)) => ExitInfo::Signal(sig),
+                    _ => ExitInfo::Code(-1),
+                },
+                Err(_) => ExitInfo::Code(-1),
+            };
+            reaped.exit.complete(exit.clone());
+            on_exit(reaped, exit);
+        })
+        .map_err(|e| Error::io("cannot start reaper thread", e))?;
+    Ok(info)
+}
+
+/// A private directory for this runtime's Unix sockets, removed on drop.
+pub struct SocketDir {
+    pub path: PathBuf,
+}
+
+impl SocketDir {
+    /// Create `<base>/monarch-<uid>/<pid>-<random>` with mode 0700, after
+    /// removing directories left by processes that no longer exist.
+    pub fn create(random: &str) -> Result<SocketDir> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let base = std::env::var_os("MONARCH_SOCKET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let root = base.join(format!("monarch-{uid}"));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&root)
+            .map_err(|e| Error::io(&format!("cannot create {}", root.display()), e))?;
+        let meta = std::fs::metadata(&root).map_err(|e| Error::io("stat socket dir", e))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| Error::io("chmod socket dir", e))?;
+        }
+        remove_stale(&root);
+        let path = root.join(format!("{}-{}", std::process::id(), random));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| Error::io(&format!("cannot create {}", path.display()), e))?;
+        Ok(SocketDir { path })
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn remove_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// 128 random bits as hex, from the kernel.
+pub fn random_hex() -> String {
+    let mut buf = [0u8; 16];
+    // SAFETY: getrandom writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut _, buf.len(), 0) };
+    assert_eq!(n, buf.len() as isize, "getrandom failed");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,1047 @@
+//! The per-process runtime: this process's proc (its listening socket, its
+//! connections to peers, its hosted actors and reply ports) and the local
+//! child processes it started.
+//!
+//! Threads: one accept thread, one reader thread per connection, one reaper
+//! thread per child. Sends are written by the calling thread itself (no hop
+//! through an executor), and replies complete futures directly from the
+//! reader thread; waiters spin briefly before parking (see `completion`).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::io::BufReader;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use flatbuffers::FlatBufferBuilder;
+
+use crate::completion::{spin_until, Completion, Notifier};
+use crate::error::{Error, ErrorKind, Result};
+use crate::frame::{read_frame, write_frame, Frame, FrameError};
+use crate::geometry::Shape;
+use crate::process::{random_hex, spawn_child, Child, ExitInfo, SocketDir};
+use crate::value::{PointValue, ValueMesh};
+use crate::wire::{Envelope, Kind};
+
+/// A pending result: a ValueMesh (empty for operations without values) or
+/// an error that concerns the operation as a whole.
+pub type Future = Completion<Result<ValueMesh>>;
+
+/// Environment variables a worker proc reads at start-up.
+pub const ENV_CONTROLLER: &str = "MONARCH_CONTROLLER";
+pub const ENV_PROC_ADDR: &str = "MONARCH_PROC_ADDR";
+pub const ENV_JOB_TOKEN: &str = "MONARCH_JOB_TOKEN";
+pub const ENV_PROC_RANK: &str = "MONARCH_PROC_RANK";
+
+/// How long a newly started proc may take to report Ready.
+fn spawn_timeout() -> Duration {
+    let secs = std::env::var("MONARCH_SPAWN_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(120);
+    Duration::from_secs(secs)
+}
+
+/// What a hosted actor's binding is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum EventKind {
+    /// Construct actor `actor` of `type_name` from the argument parts.
+    Spawn = 1,
+    /// Run endpoint `method` of `actor` on the parts.
+    Message = 2,
+    /// Stop actor `actor`.
+    StopActor = 3,
+    /// The proc is stopping: the binding should leave its event loop.
+    StopProc = 4,
+}
+
+struct ReplyTo {
+    peer: String,
+    port: u64,
+    slot: u64,
+}
+
+/// One unit of work for the binding that hosts this proc's actors.
+pub struct Event {
+    pub kind: EventKind,
+    pub actor: String,
+    pub method: String,
+    pub type_name: String,
+    pub parts: Vec<Vec<u8>>,
+    /// Rank of this actor in the mesh the message was sent to (for Spawn:
+    /// its rank in the mesh it is spawned into).
+    pub message_rank: u64,
+    /// Encoded Shape of that mesh.
+    pub shape: Option<Arc<[u8]>>,
+    reply: Option<ReplyTo>,
+    answered: bool,
+    rt: Weak<Inner>,
+}
+
+impl Event {
+    /// Whether the sender waits for an answer.
+    pub fn wants_reply(&self) -> bool {
+        self.reply.is_some() && !self.answered
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // A binding that drops a message without answering must not leave
+        // the caller waiting forever.
+        if !self.answered && matches!(self.kind, EventKind::Spawn | EventKind::Message) {
+            if let Some(rt) = self.rt.upgrade() {
+                let msg = format!(
+                    "actor '{}' dropped the message for '{}' without replying",
+                    self.actor, self.method
+                );
+                let _ = rt.answer(self, Err((&msg, &[])));
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ActorState {
+    Starting,
+    Alive,
+    Failed(String),
+}
+
+struct Conn {
+    peer: String,
+    writer: Mutex<UnixStream>,
+}
+
+impl Conn {
+    fn shutdown(&self) {
+        let fd = self
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_raw_fd();
+        // SAFETY: shutting down a socket we own; wakes its reader thread.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+    }
+}
+
+/// A reply port that gathers one value per slot.
+struct Gather {
+    shape: Shape,
+    peers: Vec<String>,
+    state: Mutex<GatherState>,
+    done: Future,
+}
+
+struct GatherState {
+    values: Vec<Option<PointValue>>,
+    remaining: usize,
+}
+
+struct EventQueue {
+    q: Mutex<VecDeque<Event>>,
+    cv: Condvar,
+    len: AtomicUsize,
+}
+
+pub(crate) struct Inner {
+    addr: String,
+    token: String,
+    controller: Option<String>,
+    dir: Mutex<Option<SocketDir>>,
+    notifier: Arc<Notifier>,
+    listener: UnixListener,
+    conns: Mutex<HashMap<String, Arc<Conn>>>,
+    ports: Mutex<HashMap<u64, Arc<Gather>>>,
+    actors: Mutex<HashMap<String, ActorState>>,
+    events: EventQueue,
+    children: Mutex<HashMap<String, Arc<Child>>>,
+    ready: Mutex<HashMap<String, Completion<Result<()>>>>,
+    next_id: AtomicU64,
+    shutting_down: AtomicBool,
+    stopped: AtomicBool,
+}
+
+/// The runtime of one process. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+thread_local! {
+    static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
+}
+
+fn unix_path(addr: &str) -> Result<&str> {
+    addr.strip_prefix("unix:")
+        .ok_or_else(|| Error::invalid(format!("unsupported address '{addr}'")))
+}
+
+impl Runtime {
+    /// Create this process's runtime. In a proc started by a controller
+    /// (the bootstrap environment is set) it connects back and reports
+    /// Ready; otherwise it is a controller listening on a private socket.
+    pub fn new() -> Result<Runtime> {
+        match std::env::var(ENV_CONTROLLER) {
+            Ok(controller) => {
+                let addr = std::env::var(ENV_PROC_ADDR)
+                    .map_err(|_| Error::invalid(format!("{ENV_PROC_ADDR} is not set")))?;
+                let token = std::env::var(ENV_JOB_TOKEN)
+                    .map_err(|_| Error::invalid(format!("{ENV_JOB_TOKEN} is not set")))?;
+                Runtime::start(addr, token, Some(controller), None)
+            }
+            Err(_) => {
+                let dir = SocketDir::create(&random_hex()[..8])?;
+                let addr = format!("unix:{}/controller.sock", dir.path.display());
+                Runtime::start(addr, random_hex(), None, Some(dir))
+            }
+        }
+    }
+
+    fn start(
+        addr: String,
+        token: String,
+        controller: Option<String>,
+        dir: Option<SocketDir>,
+    ) -> Result<Runtime> {
+        let path = unix_path(&addr)?;
+        let listener = UnixListener::bind(path)
+            .map_err(|e| Error::io(&format!("cannot listen on {addr}"), e))?;
+        let inner = Arc::new(Inner {
+            addr,
+            token,
+            controller: controller.clone(),
+            dir: Mutex::new(dir),
+            notifier: Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?),
+            listener,
+            conns: Mutex::new(HashMap::new()),
+            ports: Mutex::new(HashMap::new()),
+            actors: Mutex::new(HashMap::new()),
+            events: EventQueue {
+                q: Mutex::new(VecDeque::new()),
+                cv: Condvar::new(),
+                len: AtomicUsize::new(0),
+            },
+            children: Mutex::new(HashMap::new()),
+            ready: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            shutting_down: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        });
+        let acc = inner.clone();
+        std::thread::Builder::new()
+            .name("monarch-accept".into())
+            .spawn(move || acc.accept_loop())
+            .map_err(|e| Error::io("cannot start accept thread", e))?;
+        let rt = Runtime { inner };
+        if let Some(c) = controller {
+            let conn = rt.inner.connect(&c)?;
+            let mut env = Envelope::new(Kind::Ready);
+            env.sender = rt.inner.addr.clone();
+            rt.inner.write(&conn, &env, &[])?;
+            tracing::debug!(addr = %rt.inner.addr, "worker ready");
+        }
+        Ok(rt)
+    }
+
+    /// This proc's address.
+    pub fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    /// Whether this runtime was started by a controller.
+    pub fn is_worker(&self) -> bool {
+        self.inner.controller.is_some()
+    }
+
+    /// The descriptor that becomes readable on any completion or event.
+    pub fn notify_fd(&self) -> i32 {
+        self.inner.notifier.fd()
+    }
+
+    pub fn clear_notify_fd(&self) {
+        self.inner.notifier.clear()
+    }
+
+    pub(crate) fn new_future(&self) -> Future {
+        Completion::new(Some(self.inner.notifier.clone()))
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Start one child process per address (which must be fresh), running
+    /// `argv` with the bootstrap environment.
+    pub(crate) fn spawn_procs(&self, n: usize, argv: &[String]) -> Result<Vec<String>> {
+        self.check_running()?;
+        let dir = {
+            let mut d = self.inner.dir.lock().unwrap_or_else(|p| p.into_inner());
+            if d.is_none() {
+                *d = Some(SocketDir::create(&random_hex()[..8])?);
+            }
+            d.as_ref().map(|d| d.path.clone()).unwrap_or_default()
+        };
+        let mut addrs = Vec::with_capacity(n);
+        for rank in 0..n {
+            let addr = format!("unix:{}/p{}.sock", dir.display(), self.next_id());
+            let ready: Completion<Result<()>> = Completion::new(None);
+            self.inner
+                .ready
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(addr.clone(), ready.clone());
+            let env = vec![
+                (ENV_CONTROLLER.to_string(), self.inner.addr.clone()),
+                (ENV_PROC_ADDR.to_string(), addr.clone()),
+                (ENV_JOB_TOKEN.to_string(), self.inner.token.clone()),
+                (ENV_PROC_RANK.to_string(), rank.to_string()),
+            ];
+            let weak = Arc::downgrade(&self.inner);
+            let child = spawn_child(argv, env, addr.clone(), ready, move |child, exit| {
+                if let Some(rt) = weak.upgrade() {
+                    rt.child_exited(&child, &exit);
+                }
+            });
+            match child {
+                Ok(c) => {
+                    self.inner
+                        .children
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(addr.clone(), c);
+                }
+                Err(e) => {
+                    // Undo what was started so far.
+                    self.stop_procs(&addrs, Duration::from_millis(0));
+                    return Err(e);
+                }
+            }
+            addrs.push(addr);
+        }
+        Ok(addrs)
+    }
+
+    /// Ask the given procs to stop; kill those still running after `grace`.
+    /// Returns once all of our children among them have exited.
+    pub(crate) fn stop_procs(&self, addrs: &[String], grace: Duration) {
+        let children: Vec<Arc<Child>> = {
+            let c = self
+                .inner
+                .children
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            addrs.iter().filter_map(|a| c.get(a).cloned()).collect()
+        };
+        for child in &children {
+            if child.ready.peek().is_some_and(|r| r.is_ok()) {
+                let mut env = Envelope::new(Kind::StopProc);
+                env.sender = self.inner.addr.clone();
+                let _ = self.inner.send(&child.addr, &env, &[]);
+            } else {
+                child.kill();
+            }
+        }
+        let deadline = Instant::now() + grace;
+        for child in &children {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !child.exit.wait(Some(left)) {
+                tracing::warn!(addr = %child.addr, "proc did not stop in time; killing it");
+                child.kill();
+                child.exit.wait(Some(Duration::from_secs(10)));
+            }
+        }
+    }
+
+    /// Send one message; see [`Inner::send`].
+    pub(crate) fn send(&self, addr: &str, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
+        self.inner.send(addr, env, parts)
+    }
+
+    /// Open a reply port gathering one value per slot; `peers[i]` is the
+    /// proc expected to fill slot `i` (so its loss fails the slot).
+    pub(crate) fn open_gather(&self, shape: Shape, peers: Vec<String>) -> (u64, Future) {
+        let port = self.next_id();
+        let done = self.new_future();
+        let n = peers.len();
+        let g = Arc::new(Gather {
+            shape,
+            peers,
+            state: Mutex::new(GatherState {
+                values: (0..n).map(|_| None).collect(),
+                remaining: n,
+            }),
+            done: done.clone(),
+        });
+        if n == 0 {
+            g.finish();
+        } else {
+            self.inner
+                .ports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(port, g);
+        }
+        (port, done)
+    }
+
+    /// Fill a slot of our own port locally (e.g. when a send failed).
+    pub(crate) fn fill_slot(&self, port: u64, slot: u64, value: PointValue) {
+        self.inner.fill(port, slot, value);
+    }
+
+    /// Take the next event for the actors hosted here, waiting up to
+    /// `timeout` (None: forever). Messages for actors that failed to start
+    /// are answered with an error here and never surface.
+    pub fn next_event(&self, timeout: Option<Duration>) -> Result<Event> {
+        let q = &self.inner.events;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if q.len.load(Ordering::Acquire) == 0 {
+                spin_until(deadline, || {
+                    q.len.load(Ordering::Acquire) > 0 || self.inner.stopped.load(Ordering::Relaxed)
+                });
+            }
+            let ev = {
+                let mut g = q.q.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if let Some(ev) = g.pop_front() {
+                        q.len.fetch_sub(1, Ordering::AcqRel);
+                        break ev;
+                    }
+                    if self.inner.stopped.load(Ordering::Relaxed) {
+                        return Err(Error::new(ErrorKind::Stopped, "runtime was shut down"));
+                    }
+                    match deadline {
+                        None => g = q.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
+                        Some(d) => {
+                            let now = Instant::now();
+                            if now >= d {
+                                return Err(Error::new(ErrorKind::Timeout, "no event"));
+                            }
+                            g =
+                                q.cv.wait_timeout(g, d - now)
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .0;
+                        }
+                    }
+                }
+            };
+            if ev.kind == EventKind::Message {
+                let state = self.actor_state(&ev.actor);
+                if let Some(ActorState::Failed(why)) = state {
+                    let mut ev = ev;
+                    let msg = format!("actor '{}' failed: {why}", ev.actor);
+                    let _ = self.inner.answer(&mut ev, Err((&msg, &[])));
+                    continue;
+                }
+            }
+            return Ok(ev);
+        }
+    }
+
+    fn actor_state(&self, key: &str) -> Option<ActorState> {
+        self.inner
+            .actors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Answer an event: `Ok(parts)` or `Err((message, parts))`. Answering
+    /// a Spawn marks the actor alive or failed.
+    pub fn reply(
+        &self,
+        ev: &mut Event,
+        result: std::result::Result<&[&[u8]], (&str, &[&[u8]])>,
+    ) -> Result<()> {
+        self.inner.answer(ev, result)
+    }
+
+    /// Stop accepting work, close every connection, stop every child proc
+    /// and remove the socket directory. Idempotent.
+    pub fn shutdown(&self) {
+        if self.inner.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let children: Vec<String> = self
+            .inner
+            .children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        self.stop_procs(&children, Duration::from_secs(2));
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        // Wake the accept thread and every reader thread.
+        // SAFETY: shutting down our own listening socket.
+        unsafe { libc::shutdown(self.inner.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        let conns: Vec<Arc<Conn>> = self
+            .inner
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for c in conns {
+            c.shutdown();
+        }
+        if let Ok(path) = unix_path(&self.inner.addr) {
+            let _ = std::fs::remove_file(path);
+        }
+        self.inner
+            .dir
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        // Fail whatever is still waiting.
+        let ports: Vec<Arc<Gather>> = self
+            .inner
+            .ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, g)| g)
+            .collect();
+        for g in ports {
+            g.done
+                .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
+        }
+        self.inner.events.cv.notify_all();
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Gather {
+    fn finish(&self) {
+        let values: Vec<PointValue> = {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.values
+                .iter_mut()
+                .map(|v| v.take().unwrap_or_else(|| PointValue::error("no reply")))
+                .collect()
+        };
+        self.done.complete(Ok(ValueMesh {
+            shape: self.shape.clone(),
+            values,
+        }));
+    }
+}
+
+impl Inner {
+    fn accept_loop(self: Arc<Self>) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if self.stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let me = self.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("monarch-conn".into())
+                        .spawn(move || me.serve_inbound(stream));
+                }
+                Err(e) => {
+                    if self.stopped.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        tracing::warn!(error = %e, "accept failed");
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Authenticate an inbound connection, then read from it until it ends.
+    fn serve_inbound(self: Arc<Self>, stream: UnixStream) {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut reader = BufReader::with_capacity(64 * 1024, stream);
+        let hello = match read_frame(&mut reader) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(error = %e, "dropping connection: no valid hello");
+                return;
+            }
+        };
+        let env = &hello.envelope;
+        if env.kind != Kind::Hello || !constant_time_eq(env.token.as_bytes(), self.token.as_bytes())
+        {
+            tracing::warn!(sender = %env.sender, "dropping connection: bad hello or wrong job token");
+            return;
+        }
+        let peer = env.sender.clone();
+        let _ = reader.get_ref().set_read_timeout(None);
+        let writer = match reader.get_ref().try_clone() {
+            Ok(w) => w,
+            Err(_) => return,
+        };
+        let conn = Arc::new(Conn {
+            peer: peer.clone(),
+            writer: Mutex::new(writer),
+        });
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(peer.clone())
+            .or_insert_with(|| conn.clone());
+        self.read_loop(conn, reader);
+    }
+
+    /// Connect to `addr`, say hello, register and start reading.
+    fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
+        let path = unix_path(addr)?;
+        let stream = UnixStream::connect(path).map_err(|e| {
+            Error::new(
+                ErrorKind::ProcFailed,
+                format!("cannot connect to {addr}: {e}"),
+            )
+        })?;
+        let reader = stream.try_clone().map_err(|e| Error::io("dup socket", e))?;
+        let conn = Arc::new(Conn {
+            peer: addr.to_string(),
+            writer: Mutex::new(stream),
+        });
+        let mut hello = Envelope::new(Kind::Hello);
+        hello.sender = self.addr.clone();
+        hello.token = self.token.clone();
+        self.write(&conn, &hello, &[])?;
+        let registered = self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(addr.to_string())
+            .or_insert_with(|| conn.clone())
+            .clone();
+        let me = self.clone();
+        let c = conn.clone();
+        std::thread::Builder::new()
+            .name("monarch-conn".into())
+            .spawn(move || me.read_loop(c, BufReader::with_capacity(64 * 1024, reader)))
+            .map_err(|e| Error::io("cannot start reader thread", e))?;
+        Ok(registered)
+    }
+
+    fn read_loop(self: Arc<Self>, conn: Arc<Conn>, mut reader: BufReader<UnixStream>) {
+        let reason = loop {
+            match read_frame(&mut reader) {
+                Ok(frame) => self.dispatch(&conn.peer, frame),
+                Err(FrameError::Closed) => break "connection closed".to_string(),
+                Err(e) => {
+                    if !self.stopped.load(Ordering::SeqCst) {
+                        tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
+                    }
+                    break e.to_string();
+                }
+            }
+        };
+        {
+            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            if conns.get(&conn.peer).is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                conns.remove(&conn.peer);
+            }
+        }
+        conn.shutdown();
+        if !self.stopped.load(Ordering::SeqCst) {
+            self.peer_lost(&conn.peer, reason);
+        }
+    }
+
+    /// The connection to `peer` ended: fail every reply slot it still owed.
+    fn peer_lost(&self, peer: &str, reason: String) {
+        let child = self
+            .children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(peer)
+            .cloned();
+        let why = match child {
+            // Prefer the exit status to "connection closed" when we can get it.
+            Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
+                format!(
+                    "proc {peer} {}",
+                    c.exit.peek().map(|e| e.to_string()).unwrap_or_default()
+                )
+            }
+            _ => format!("lost connection to proc {peer}: {reason}"),
+        };
+        self.fail_peer_slots(peer, &why);
+        if self.controller.as_deref() == Some(peer) {
+            // Our controller is gone: stop, and make sure we really exit.
+            tracing::warn!("controller connection lost; stopping this proc");
+            self.push_event(Event {
+                kind: EventKind::StopProc,
+                actor: String::new(),
+                method: String::new(),
+                type_name: String::new(),
+                parts: Vec::new(),
+                message_rank: 0,
+                shape: None,
+                reply: None,
+                answered: true,
+                rt: Weak::new(),
+            });
+            let _ = std::thread::Builder::new()
+                .name("monarch-watchdog".into())
+                .spawn(|| {
+                    std::thread::sleep(Duration::from_secs(5));
+                    // SAFETY: terminating the process is the point.
+                    unsafe { libc::_exit(1) };
+                });
+        }
+    }
+
+    fn fail_peer_slots(&self, peer: &str, why: &str) {
+        let ports: Vec<(u64, Arc<Gather>)> = self
+            .ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, g)| (*k, g.clone()))
+            .collect();
+        for (port, g) in ports {
+            for (slot, p) in g.peers.iter().enumerate() {
+                if p == peer {
+                    self.fill(port, slot as u64, PointValue::error(why));
+                }
+            }
+        }
+    }
+
+    fn child_exited(&self, child: &Child, exit: &ExitInfo) {
+        tracing::debug!(addr = %child.addr, %exit, "proc exited");
+        child.ready.complete(Err(Error::new(
+            ErrorKind::ProcFailed,
+            format!("proc {} {exit} before it was ready", child.addr),
+        )));
+        self.ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&child.addr);
+        self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
+    }
+
+    fn push_event(&self, ev: Event) {
+        {
+            let mut q = self.events.q.lock().unwrap_or_else(|p| p.into_inner());
+            q.push_back(ev);
+            self.events.len.fetch_add(1, Ordering::AcqRel);
+        }
+        self.events.cv.notify_one();
+        self.notifier.signal();
+    }
+
+    /// Handle one frame from `peer` (or from ourselves, for loopback).
+    fn dispatch(self: &Arc<Self>, peer: &str, frame: Frame) {
+        let Frame {
+            envelope: env,
+            parts,
+        } = frame;
+        match env.kind {
+            Kind::Ready => {
+                let r = self
+                    .ready
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(peer);
+                match r {
+                    Some(r) => {
+                        r.complete(Ok(()));
+                    }
+                    None => tracing::warn!(%peer, "unexpected Ready"),
+                }
+            }
+            Kind::Reply => {
+                let value = if env.is_error {
+                    PointValue::Err {
+                        message: env.error,
+                        parts,
+                    }
+                } else {
+                    PointValue::Ok(parts)
+                };
+                self.fill(env.reply_port, env.reply_slot, value);
+            }
+            Kind::SpawnActor | Kind::Message | Kind::StopActor => {
+                let kind = match env.kind {
+                    Kind::SpawnActor => EventKind::Spawn,
+                    Kind::Message => EventKind::Message,
+                    _ => EventKind::StopActor,
+                };
+                let reply = (env.reply_port != 0).then(|| ReplyTo {
+                    peer: env.sender.clone(),
+                    port: env.reply_port,
+                    slot: env.reply_slot,
+                });
+                let mut ev = Event {
+                    kind,
+                    actor: env.actor,
+                    method: env.method,
+                    type_name: env.type_name,
+                    parts,
+                    message_rank: env.message_rank,
+                    shape: env.shape,
+                    answered: reply.is_none(),
+                    reply,
+                    rt: Arc::downgrade(self),
+                };
+                if let Err(why) = self.admit(&ev) {
+                    let _ = self.answer(&mut ev, Err((&why, &[])));
+                    return;
+                }
+                self.push_event(ev);
+            }
+            Kind::StopProc => {
+                self.push_event(Event {
+                    kind: EventKind::StopProc,
+                    actor: String::new(),
+                    method: String::new(),
+                    type_name: String::new(),
+                    parts: Vec::new(),
+                    message_rank: 0,
+                    shape: None,
+                    reply: None,
+                    answered: true,
+                    rt: Weak::new(),
+                });
+            }
+            other => tracing::warn!(%peer, kind = ?other, "unexpected frame kind; ignored"),
+        }
+    }
+
+    /// Decide whether an actor-bound event may be queued; Err is the reason
+    /// it is refused (answered to the sender as an error).
+    fn admit(&self, ev: &Event) -> std::result::Result<(), String> {
+        let mut actors = self.actors.lock().unwrap_or_else(|p| p.into_inner());
+        match ev.kind {
+            EventKind::Spawn => {
+                if actors.contains_key(&ev.actor) {
+                    return Err(format!(
+                        "an actor named '{}' already exists on proc {}",
+                        ev.actor, self.addr
+                    ));
+                }
+                actors.insert(ev.actor.clone(), ActorState::Starting);
+                Ok(())
+            }
+            EventKind::Message | EventKind::StopActor => match actors.get(&ev.actor) {
+                None => Err(format!(
+                    "undeliverable: no actor '{}' on proc {} (never spawned or already stopped)",
+                    ev.actor, self.addr
+                )),
+                Some(ActorState::Failed(why)) => Err(format!("actor '{}' failed: {why}", ev.actor)),
+                Some(_) => Ok(()),
+            },
+            EventKind::StopProc => Ok(()),
+        }
+    }
+
+    fn answer(
+        self: &Arc<Self>,
+        ev: &mut Event,
+        result: std::result::Result<&[&[u8]], (&str, &[&[u8]])>,
+    ) -> Result<()> {
+        if ev.answered && ev.reply.is_some() {
+            return Err(Error::invalid("this event was already answered"));
+        }
+        ev.answered = true;
+        match ev.kind {
+            EventKind::Spawn => {
+                let state = match &result {
+                    Ok(_) => ActorState::Alive,
+                    Err((msg, _)) => ActorState::Failed(format!("constructor raised: {msg}")),
+                };
+                self.actors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(ev.actor.clone(), state);
+            }
+            EventKind::StopActor => {
+                self.actors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&ev.actor);
+            }
+            _ => {}
+        }
+        let Some(to) = &ev.reply else {
+            if let Err((msg, _)) = result {
+                // Nobody waits for this answer. Supervision will route it to
+                // the mesh owner; until then it is logged, not lost silently.
+                tracing::error!(actor = %ev.actor, method = %ev.method, error = %msg, "unhandled actor error");
+            }
+            return Ok(());
+        };
+        let mut env = Envelope::new(Kind::Reply);
+        env.sender = self.addr.clone();
+        env.reply_port = to.port;
+        env.reply_slot = to.slot;
+        let parts = match result {
+            Ok(parts) => parts,
+            Err((msg, parts)) => {
+                env.is_error = true;
+                env.error = msg.to_string();
+                parts
+            }
+        };
+        self.send(&to.peer, &env, parts)
+    }
+
+    fn fill(&self, port: u64, slot: u64, value: PointValue) {
+        let g = self
+            .ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&port)
+            .cloned();
+        let Some(g) = g else {
+            tracing::debug!(port, "reply to a closed port dropped");
+            return;
+        };
+        let finished = {
+            let mut st = g.state.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(cell) = st.values.get_mut(slot as usize) else {
+                tracing::warn!(port, slot, "reply to a slot that does not exist");
+                return;
+            };
+            if cell.is_some() {
+                return;
+            }
+            *cell = Some(value);
+            st.remaining -= 1;
+            st.remaining == 0
+        };
+        if finished {
+            self.ports
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&port);
+            g.finish();
+        }
+    }
+
+    /// Send a frame to the proc at `addr`: locally when it is us, else on
+    /// the one connection we use for that peer (so order is preserved).
+    fn send(self: &Arc<Self>, addr: &str, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
+        if addr == self.addr {
+            let mut env = env.clone();
+            env.sender = self.addr.clone();
+            env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
+            let frame = Frame {
+                envelope: env,
+                parts: parts.iter().map(|p| p.to_vec()).collect(),
+            };
+            self.dispatch(&self.addr.clone(), frame);
+            return Ok(());
+        }
+        let conn = self.conn_to(addr)?;
+        self.write(&conn, env, parts)
+    }
+
+    fn conn_to(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
+        if let Some(c) = self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(addr)
+        {
+            return Ok(c.clone());
+        }
+        // A child we started connects to us; wait until it has said Ready.
+        let pending = self
+            .ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(addr)
+            .cloned();
+        if let Some(ready) = pending {
+            if !ready.wait(Some(spawn_timeout())) {
+                return Err(Error::new(
+                    ErrorKind::ProcFailed,
+                    format!(
+                        "proc {addr} did not become ready within {:?}",
+                        spawn_timeout()
+                    ),
+                ));
+            }
+            ready.peek().unwrap_or(Ok(()))?;
+            if let Some(c) = self
+                .conns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(addr)
+            {
+                return Ok(c.clone());
+            }
+        }
+        if let Some(exit) = self
+            .children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(addr)
+            .and_then(|c| c.exit.peek())
+        {
+            return Err(Error::new(
+                ErrorKind::ProcFailed,
+                format!("proc {addr} {exit}"),
+            ));
+        }
+        self.connect(addr)
+    }
+
+    fn write(&self, conn: &Conn, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
+        FBB.with(|fbb| {
+            let mut fbb = fbb.borrow_mut();
+            let mut env2;
+            let env = if env.sender.is_empty() || env.part_sizes.len() != parts.len() {
+                env2 = env.clone();
+                env2.sender = self.addr.clone();
+                env2.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
+                &env2
+            } else {
+                env
+            };
+            let header = env.encode(&mut fbb);
+            let mut w = conn.writer.lock().unwrap_or_else(|p| p.into_inner());
+            write_frame(&mut *w, header, parts).map_err(|e| {
+                Error::new(
+                    ErrorKind::ProcFailed,
+                    format!("cannot send to proc {}: {e}", conn.peer),
+                )
+            })
+        })
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Where this process keeps its sockets (for diagnostics).
+pub fn socket_dir(rt: &Runtime) -> Option<PathBuf> {
+    rt.inner
+        .dir
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(|d| d.path.clone())
+}

@@ -1,0 +1,298 @@
+//! The wire format: envelopes, shapes and mesh references as flatbuffers of
+//! `core/schema/monarch.fbs`, decoded into owned Rust values after
+//! verification, so nothing a peer sends can make us read out of bounds.
+
+use std::sync::Arc;
+
+use flatbuffers::FlatBufferBuilder;
+
+use crate::geometry::Shape;
+
+#[allow(clippy::all, unused_imports, dead_code, mismatched_lifetime_syntaxes)]
+#[rustfmt::skip]
+#[path = "generated/monarch_generated.rs"]
+mod generated;
+
+pub use fb::Kind;
+pub use generated::monarch::schema as fb;
+
+/// An error decoding bytes that claim to be one of our flatbuffers.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed {what}: {detail}")]
+pub struct DecodeError {
+    pub what: &'static str,
+    pub detail: String,
+}
+
+fn bad(what: &'static str, detail: impl ToString) -> DecodeError {
+    DecodeError {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+/// The decoded header of one frame.
+#[derive(Debug, Clone, Default)]
+pub struct Envelope {
+    pub kind: Kind,
+    pub sender: String,
+    pub token: String,
+    pub actor: String,
+    pub method: String,
+    pub type_name: String,
+    pub reply_port: u64,
+    pub reply_slot: u64,
+    pub message_rank: u64,
+    /// Encoded `Shape` flatbuffer of the mesh the message was sent to.
+    pub shape: Option<Arc<[u8]>>,
+    pub is_error: bool,
+    pub error: String,
+    pub part_sizes: Vec<u64>,
+}
+
+impl Envelope {
+    pub fn new(kind: Kind) -> Envelope {
+        Envelope {
+            kind,
+            ..Default::default()
+        }
+    }
+
+    /// Encode into `fbb` (which is reset first) and return the bytes.
+    pub fn encode<'a>(&self, fbb: &'a mut FlatBufferBuilder<'static>) -> &'a [u8] {
+        fbb.reset();
+        let opt_str = |fbb: &mut FlatBufferBuilder<'static>, s: &str| {
+            if s.is_empty() {
+                None
+            } else {
+                Some(fbb.create_string(s))
+            }
+        };
+        let sender = opt_str(fbb, &self.sender);
+        let token = opt_str(fbb, &self.token);
+        let actor = opt_str(fbb, &self.actor);
+        let method = opt_str(fbb, &self.method);
+        let type_name = opt_str(fbb, &self.type_name);
+        let error = opt_str(fbb, &self.error);
+        let shape = self.shape.as_ref().map(|s| fbb.create_vector(s));
+        let part_sizes = if self.part_sizes.is_empty() {
+            None
+        } else {
+            Some(fbb.create_vector(&self.part_sizes))
+        };
+        let root = fb::Envelope::create(
+            fbb,
+            &fb::EnvelopeArgs {
+                kind: self.kind,
+                sender,
+                token,
+                actor,
+                method,
+                type_name,
+                reply_port: self.reply_port,
+                reply_slot: self.reply_slot,
+                message_rank: self.message_rank,
+                shape,
+                is_error: self.is_error,
+                error,
+                part_sizes,
+            },
+        );
+        fbb.finish_minimal(root);
+        fbb.finished_data()
+    }
+
+    /// Verify and decode a header.
+    pub fn decode(buf: &[u8]) -> Result<Envelope, DecodeError> {
+        let e = fb::root_as_envelope(buf).map_err(|e| bad("envelope", e))?;
+        let s = |v: Option<&str>| v.unwrap_or_default().to_string();
+        let shape = match e.shape() {
+            Some(v) => {
+                // Verify the nested shape now, so later readers can trust it.
+                decode_shape(v.bytes())?;
+                Some(Arc::from(v.bytes()))
+            }
+            None => None,
+        };
+        Ok(Envelope {
+            kind: e.kind(),
+            sender: s(e.sender()),
+            token: s(e.token()),
+            actor: s(e.actor()),
+            method: s(e.method()),
+            type_name: s(e.type_name()),
+            reply_port: e.reply_port(),
+            reply_slot: e.reply_slot(),
+            message_rank: e.message_rank(),
+            shape,
+            is_error: e.is_error(),
+            error: s(e.error()),
+            part_sizes: e
+                .part_sizes()
+                .map(|v| v.iter().collect())
+                .unwrap_or_default(),
+        })
+    }
+}
+
+fn build_shape<'a>(
+    fbb: &mut FlatBufferBuilder<'a>,
+    shape: &Shape,
+) -> flatbuffers::WIPOffset<fb::Shape<'a>> {
+    let labels: Vec<_> = shape
+        .labels()
+        .iter()
+        .map(|l| fbb.create_string(l))
+        .collect();
+    let labels = fbb.create_vector(&labels);
+    let sizes: Vec<u64> = shape.sizes().iter().map(|&s| s as u64).collect();
+    let sizes = fbb.create_vector(&sizes);
+    let strides: Vec<u64> = shape.strides().iter().map(|&s| s as u64).collect();
+    let strides = fbb.create_vector(&strides);
+    fb::Shape::create(
+        fbb,
+        &fb::ShapeArgs {
+            labels: Some(labels),
+            offset: shape.offset() as u64,
+            sizes: Some(sizes),
+            strides: Some(strides),
+        },
+    )
+}
+
+fn read_shape(s: fb::Shape<'_>) -> Result<Shape, DecodeError> {
+    let labels: Vec<String> = s
+        .labels()
+        .map(|v| v.iter().map(|l| l.to_string()).collect())
+        .unwrap_or_default();
+    let conv = |v: Option<flatbuffers::Vector<'_, u64>>| -> Result<Vec<usize>, DecodeError> {
+        v.map(|v| {
+            v.iter()
+                .map(|x| usize::try_from(x).map_err(|e| bad("shape", e)))
+                .collect()
+        })
+        .unwrap_or(Ok(Vec::new()))
+    };
+    let offset = usize::try_from(s.offset()).map_err(|e| bad("shape", e))?;
+    Shape::from_parts(labels, offset, conv(s.sizes())?, conv(s.strides())?)
+        .map_err(|e| bad("shape", e))
+}
+
+/// Encode a shape as a standalone `Shape` flatbuffer.
+pub fn encode_shape(shape: &Shape) -> Vec<u8> {
+    let mut fbb = FlatBufferBuilder::new();
+    let root = build_shape(&mut fbb, shape);
+    fbb.finish_minimal(root);
+    fbb.finished_data().to_vec()
+}
+
+/// Verify and decode a standalone `Shape` flatbuffer.
+pub fn decode_shape(buf: &[u8]) -> Result<Shape, DecodeError> {
+    let s = flatbuffers::root::<fb::Shape>(buf).map_err(|e| bad("shape", e))?;
+    read_shape(s)
+}
+
+/// A reference to (a view of) an actor mesh, as carried in messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActorMeshRef {
+    pub name: String,
+    pub key: String,
+    pub procs: Vec<String>,
+    pub shape: Shape,
+}
+
+impl ActorMeshRef {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut fbb = FlatBufferBuilder::new();
+        let name = fbb.create_string(&self.name);
+        let key = fbb.create_string(&self.key);
+        let procs: Vec<_> = self.procs.iter().map(|p| fbb.create_string(p)).collect();
+        let procs = fbb.create_vector(&procs);
+        let shape = build_shape(&mut fbb, &self.shape);
+        let root = fb::ActorMeshRef::create(
+            &mut fbb,
+            &fb::ActorMeshRefArgs {
+                name: Some(name),
+                key: Some(key),
+                procs: Some(procs),
+                shape: Some(shape),
+            },
+        );
+        fbb.finish_minimal(root);
+        fbb.finished_data().to_vec()
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<ActorMeshRef, DecodeError> {
+        let r = flatbuffers::root::<fb::ActorMeshRef>(buf).map_err(|e| bad("actor mesh ref", e))?;
+        let shape = read_shape(r.shape().ok_or_else(|| bad("actor mesh ref", "no shape"))?)?;
+        let procs: Vec<String> = r
+            .procs()
+            .map(|v| v.iter().map(|p| p.to_string()).collect())
+            .unwrap_or_default();
+        if let Some(max) = shape.max_base_rank() {
+            if max >= procs.len() {
+                return Err(bad("actor mesh ref", "shape reaches past its procs"));
+            }
+        }
+        Ok(ActorMeshRef {
+            name: r.name().unwrap_or_default().to_string(),
+            key: r.key().unwrap_or_default().to_string(),
+            procs,
+            shape,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_round_trip() {
+        let shape = Shape::new(&[("gpus", 4)]).unwrap();
+        let mut e = Envelope::new(Kind::Message);
+        e.sender = "unix:/x".into();
+        e.actor = "counters.1".into();
+        e.method = "incr".into();
+        e.reply_port = 7;
+        e.reply_slot = 3;
+        e.message_rank = 3;
+        e.shape = Some(encode_shape(&shape).into());
+        e.part_sizes = vec![5, 0, 9];
+        let mut fbb = FlatBufferBuilder::new();
+        let bytes = e.encode(&mut fbb).to_vec();
+        let d = Envelope::decode(&bytes).unwrap();
+        assert_eq!(d.kind, Kind::Message);
+        assert_eq!(d.actor, "counters.1");
+        assert_eq!(d.method, "incr");
+        assert_eq!((d.reply_port, d.reply_slot, d.message_rank), (7, 3, 3));
+        assert_eq!(d.part_sizes, vec![5, 0, 9]);
+        assert_eq!(decode_shape(d.shape.as_ref().unwrap()).unwrap(), shape);
+    }
+
+    #[test]
+    fn garbage_is_rejected_not_panicking() {
+        for n in 0..64 {
+            let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            let _ = Envelope::decode(&junk);
+            let _ = decode_shape(&junk);
+            let _ = ActorMeshRef::decode(&junk);
+        }
+        assert!(Envelope::decode(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn mesh_ref_round_trip_and_bounds() {
+        let shape = Shape::new(&[("gpus", 2)]).unwrap().at("gpus", 1).unwrap();
+        let r = ActorMeshRef {
+            name: "c".into(),
+            key: "c.1".into(),
+            procs: vec!["unix:/a".into(), "unix:/b".into()],
+            shape,
+        };
+        assert_eq!(ActorMeshRef::decode(&r.encode()).unwrap(), r);
+        let mut short = r.clone();
+        short.procs.pop();
+        assert!(ActorMeshRef::decode(&short.encode()).is_err());
+    }
+}
