@@ -42,7 +42,7 @@ pub fn spin_until(deadline: Option<Instant>, ready: impl Fn() -> bool) -> bool {
             return true;
         }
         i = i.wrapping_add(1);
-        if i % 64 == 0 {
+        if i.is_multiple_of(64) {
             if Instant::now() >= end {
                 return false;
             }

@@ -46,6 +46,10 @@ fn spawn_timeout() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// An answer to an event: payload parts, or an error message plus parts
+/// (a binding may put a serialized exception there).
+pub type Answer<'a> = std::result::Result<&'a [&'a [u8]], (&'a str, &'a [&'a [u8]])>;
+
 /// What a hosted actor's binding is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -84,6 +88,16 @@ pub struct Event {
 }
 
 impl Event {
+    /// Answer: `Ok(parts)` or `Err((message, parts))`. Answering a Spawn
+    /// marks the actor alive or failed; answering a StopActor removes it.
+    pub fn reply(&mut self, result: Answer<'_>) -> Result<()> {
+        let rt = self
+            .rt
+            .upgrade()
+            .ok_or_else(|| Error::new(ErrorKind::Stopped, "runtime was shut down"))?;
+        rt.answer(self, result)
+    }
+
     /// Whether the sender waits for an answer.
     pub fn wants_reply(&self) -> bool {
         self.reply.is_some() && !self.answered
@@ -452,16 +466,6 @@ impl Runtime {
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
             .cloned()
-    }
-
-    /// Answer an event: `Ok(parts)` or `Err((message, parts))`. Answering
-    /// a Spawn marks the actor alive or failed.
-    pub fn reply(
-        &self,
-        ev: &mut Event,
-        result: std::result::Result<&[&[u8]], (&str, &[&[u8]])>,
-    ) -> Result<()> {
-        self.inner.answer(ev, result)
     }
 
     /// Stop accepting work, close every connection, stop every child proc
@@ -852,11 +856,7 @@ impl Inner {
         }
     }
 
-    fn answer(
-        self: &Arc<Self>,
-        ev: &mut Event,
-        result: std::result::Result<&[&[u8]], (&str, &[&[u8]])>,
-    ) -> Result<()> {
+    fn answer(self: &Arc<Self>, ev: &mut Event, result: Answer<'_>) -> Result<()> {
         if ev.answered && ev.reply.is_some() {
             return Err(Error::invalid("this event was already answered"));
         }
