@@ -1,1 +1,136 @@
-fn main() {}
+//! The `monarch` command.
+//!
+//! - `monarch worker`: the generic worker proc. Started by a controller as
+//!   the bootstrap command of a proc mesh; hosts the built-in Rust actor
+//!   types (see [`worker`]).
+//! - `monarch host`: the host agent (not implemented yet).
+
+mod worker;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+monarch: command-line tool of libmonarch
+
+Usage: monarch <COMMAND> [OPTIONS]
+
+Commands:
+  worker    Run as a generic worker proc hosting the built-in Rust actors
+            (started by a controller as its bootstrap command)
+  host      Run a host agent (NOT IMPLEMENTED YET: exits with an error)
+  help      Print this message, or the help of a command
+
+Options:
+  -h, --help     Print help
+  -V, --version  Print version
+
+Run `monarch <COMMAND> --help` for the help of a command.
+Logging: set MONARCH_LOG (tracing env-filter syntax, default \"warn\").
+";
+
+const WORKER_USAGE: &str = "\
+monarch worker: run as a generic worker proc
+
+Usage: monarch worker [OPTIONS]
+
+A controller starts this command as the bootstrap command of a proc mesh,
+e.g. argv = [\"/path/to/monarch\", \"worker\"]. It reads its identity, the
+controller's address and the job token from the environment
+(MONARCH_CONTROLLER, MONARCH_PROC_ADDR, MONARCH_JOB_TOKEN), connects back
+to the controller and serves actors until the controller stops the proc.
+Running it by hand without that environment is an error.
+
+Built-in actor types:
+  echo      endpoints: echo (returns its parts unchanged), fail (replies
+            with an error), exit (the proc exits with code 3 without
+            replying), rank (the message rank as 8 little-endian bytes)
+  counter   constructor argument: optional i64 start (8 LE bytes, default 0)
+            endpoints: incr (adds the i64 in the first part, or 1; returns
+            the new value as 8 LE bytes), get (returns the value)
+  bad       its constructor always fails
+
+Options:
+  -h, --help     Print help
+";
+
+const HOST_USAGE: &str = "\
+monarch host: run a host agent (NOT IMPLEMENTED YET)
+
+Usage: monarch host --listen ADDR
+
+The host agent will start procs on this machine on behalf of a remote
+controller. It is not implemented yet: the command exits with status 2.
+
+Options:
+  -h, --help     Print help
+";
+
+fn init_logging() {
+    let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn is_help(a: &str) -> bool {
+    a == "-h" || a == "--help"
+}
+
+fn usage_error(msg: &str, usage: &str) -> ExitCode {
+    eprintln!("monarch: {msg}\n\n{usage}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        return usage_error("missing command", USAGE);
+    };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        a if is_help(a) => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        "-V" | "--version" => {
+            println!("monarch {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        "help" => match rest.first().map(String::as_str) {
+            None => {
+                print!("{USAGE}");
+                ExitCode::SUCCESS
+            }
+            Some("worker") => {
+                print!("{WORKER_USAGE}");
+                ExitCode::SUCCESS
+            }
+            Some("host") => {
+                print!("{HOST_USAGE}");
+                ExitCode::SUCCESS
+            }
+            Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
+        },
+        "worker" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{WORKER_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            if let Some(a) = rest.first() {
+                return usage_error(&format!("unexpected argument '{a}'"), WORKER_USAGE);
+            }
+            init_logging();
+            worker::run()
+        }
+        "host" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{HOST_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("monarch: `monarch host` is not implemented yet");
+            ExitCode::from(2)
+        }
+        other => usage_error(&format!("unknown command '{other}'"), USAGE),
+    }
+}

@@ -1,0 +1,150 @@
+//! `monarch worker`: the generic worker proc hosting built-in Rust actors.
+//!
+//! The event loop pulls events from the runtime and answers each one with
+//! `Event::reply`. Actor state lives in a map keyed by the actor key the
+//! runtime gives each event.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+use monarch_core::{ErrorKind, Event, EventKind, Runtime};
+
+/// A hosted actor instance.
+enum Actor {
+    Echo,
+    Counter(i64),
+}
+
+/// What an endpoint answers: parts, or an error message.
+type Reply = Result<Vec<Vec<u8>>, String>;
+
+fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
+    let bytes: [u8; 8] = part.try_into().map_err(|_| {
+        format!(
+            "{what} must be 8 little-endian bytes (an i64), got {} bytes",
+            part.len()
+        )
+    })?;
+    Ok(i64::from_le_bytes(bytes))
+}
+
+/// Construct an actor of `type_name` from its argument parts.
+fn construct(type_name: &str, args: &[Vec<u8>]) -> Result<Actor, String> {
+    match type_name {
+        "echo" => Ok(Actor::Echo),
+        "counter" => {
+            let start = match args.first() {
+                Some(p) => parse_i64(p, "counter start")?,
+                None => 0,
+            };
+            Ok(Actor::Counter(start))
+        }
+        "bad" => Err("actor type 'bad' always fails to construct".to_string()),
+        other => Err(format!(
+            "unknown actor type '{other}' (monarch worker hosts: echo, counter, bad)"
+        )),
+    }
+}
+
+/// Run endpoint `method` of `actor`.
+fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
+    match (actor, method) {
+        (Actor::Echo, "echo") => Ok(ev.parts.clone()),
+        (Actor::Echo, "fail") => Err(format!(
+            "echo.fail raised on rank {} as requested",
+            ev.message_rank
+        )),
+        (Actor::Echo, "exit") => {
+            tracing::info!("echo.exit: exiting with code 3 without replying");
+            std::process::exit(3);
+        }
+        (Actor::Echo, "rank") => Ok(vec![ev.message_rank.to_le_bytes().to_vec()]),
+        (Actor::Counter(v), "incr") => {
+            let by = match ev.parts.first() {
+                Some(p) => parse_i64(p, "incr argument")?,
+                None => 1,
+            };
+            *v = v.wrapping_add(by);
+            Ok(vec![v.to_le_bytes().to_vec()])
+        }
+        (Actor::Counter(v), "get") => Ok(vec![v.to_le_bytes().to_vec()]),
+        (a, m) => {
+            let ty = match a {
+                Actor::Echo => "echo",
+                Actor::Counter(_) => "counter",
+            };
+            Err(format!("actor type '{ty}' has no endpoint '{m}'"))
+        }
+    }
+}
+
+fn answer(ev: &mut Event, r: Reply) {
+    let result = match &r {
+        Ok(parts) => {
+            let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            ev.reply(Ok(&refs))
+        }
+        Err(msg) => ev.reply(Err((msg, &[]))),
+    };
+    if let Err(e) = result {
+        tracing::warn!(actor = %ev.actor, method = %ev.method, error = %e, "cannot reply");
+    }
+}
+
+/// Serve events until the controller stops this proc.
+pub fn run() -> ExitCode {
+    if std::env::var_os(monarch_core::runtime::ENV_CONTROLLER).is_none() {
+        eprintln!(
+            "monarch worker: {} is not set; this command is started by a controller \
+             as the bootstrap command of a proc mesh (see `monarch worker --help`)",
+            monarch_core::runtime::ENV_CONTROLLER
+        );
+        return ExitCode::from(2);
+    }
+    let rt = match Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the worker runtime");
+            eprintln!("monarch worker: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut actors: HashMap<String, Actor> = HashMap::new();
+    loop {
+        let mut ev = match rt.next_event(None) {
+            Ok(ev) => ev,
+            Err(e) if e.kind == ErrorKind::Stopped => break,
+            Err(e) => {
+                tracing::error!(error = %e, "next_event failed");
+                break;
+            }
+        };
+        match ev.kind {
+            EventKind::Spawn => match construct(&ev.type_name, &ev.parts) {
+                Ok(a) => {
+                    actors.insert(ev.actor.clone(), a);
+                    answer(&mut ev, Ok(Vec::new()));
+                }
+                Err(msg) => answer(&mut ev, Err(msg)),
+            },
+            EventKind::Message => {
+                let r = match actors.get_mut(&ev.actor) {
+                    Some(a) => {
+                        let method = ev.method.clone();
+                        handle(a, &method, &ev)
+                    }
+                    None => Err(format!("no actor '{}' in this worker", ev.actor)),
+                };
+                answer(&mut ev, r);
+            }
+            EventKind::StopActor => {
+                actors.remove(&ev.actor);
+                answer(&mut ev, Ok(Vec::new()));
+            }
+            EventKind::StopProc => break,
+        }
+    }
+    tracing::debug!("worker stopping");
+    rt.shutdown();
+    ExitCode::SUCCESS
+}
