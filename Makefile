@@ -1,0 +1,104 @@
+# libmonarch developer entry points. `make help` lists them.
+#
+#   make demo   build, install the Python package into .venv, run the example
+#   make test   everything CI checks (.ci/run calls this)
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# cargo may not be on PATH in a non-login shell (rustup installs it under
+# ~/.cargo/bin): fall back to that.
+ifeq ($(shell command -v cargo 2>/dev/null),)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+endif
+CARGO ?= cargo
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.monarch-dev-stamp
+
+# Release everywhere: `cargo build --release`, the library that
+# `pip install ./bindings/python` bundles and `cargo test --release` then
+# share one set of compiled dependencies instead of building twice.
+CARGO_PROFILE := --release
+
+# Tag every process started by `make test` so the orphan check only counts
+# procs of this run (see scripts/check-orphans.sh).
+ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+
+.PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean
+
+help:
+	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
+	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, orphan check (what CI runs)"
+	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
+	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
+	@echo "make install   pip install ./bindings/python into .venv"
+	@echo "make header    regenerate include/monarch.h (cbindgen)"
+	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
+	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
+	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
+	@echo "make bench     run benches/run.py"
+	@echo "make clean     remove build outputs (cargo, Python build dirs)"
+	@echo "make distclean clean, and remove .venv"
+
+check-cargo:
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found on PATH or in $(HOME)/.cargo/bin: install Rust with rustup" >&2; exit 1; }
+
+# ---------------------------------------------------------------- venv
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): requirements-dev.txt
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $@
+
+# ---------------------------------------------------------------- build
+build: check-cargo
+	$(CARGO) build $(CARGO_PROFILE) --workspace
+
+header: check-cargo
+	MONARCH_UPDATE_HEADER=1 $(CARGO) test $(CARGO_PROFILE) -p monarch-ffi --test header
+
+schema: venv
+	scripts/gen-schema.sh
+
+# The package's setup builds libmonarch with cargo and bundles it.
+install: venv check-cargo
+	$(VPY) -m pip install --disable-pip-version-check -q --no-build-isolation ./bindings/python
+
+demo: venv install
+	$(VPY) examples/python/hello_mesh.py
+
+bench: venv install
+	$(VPY) benches/run.py
+
+# ---------------------------------------------------------------- checks
+lint: venv check-cargo
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check
+
+fmt: venv check-cargo
+	$(CARGO) fmt --all
+	$(VENV)/bin/ruff format examples scripts
+
+test: export MONARCH_ORPHAN_TAG := $(ORPHAN_TAG)
+test: venv build install
+	$(CARGO) fmt --all -- --check
+	$(VENV)/bin/ruff check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test $(CARGO_PROFILE) --workspace
+	$(VPY) -m pytest -q bindings/python/tests
+	scripts/check-orphans.sh
+
+# ---------------------------------------------------------------- clean
+clean:
+	-$(CARGO) clean
+	rm -rf bindings/python/build bindings/python/*.egg-info build .ruff_cache .pytest_cache
+	find . -path ./.venv -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
