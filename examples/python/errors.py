@@ -1,0 +1,68 @@
+"""How failures surface in the controller, as ordinary exceptions.
+
+- an endpoint that raises: the caller gets ActorError with the remote
+  traceback, the actor lives on;
+- a constructor that raises: the spawn's later calls fail with ActorError;
+- a proc that dies mid-call: the call fails promptly, other ranks answer.
+
+Run: .venv/bin/python examples/python/errors.py
+"""
+
+import os
+
+from monarch.actor import Actor, ActorError, current_rank, endpoint, this_host
+
+
+class Worker(Actor):
+    @endpoint
+    def ok(self):
+        return current_rank().rank
+
+    @endpoint
+    def boom(self):
+        raise RuntimeError("boom from an endpoint")
+
+    @endpoint
+    def die_if(self, rank):
+        if current_rank().rank == rank:
+            os._exit(3)
+        return "alive"
+
+
+class BadInit(Actor):
+    def __init__(self):
+        raise ValueError("constructor refused")
+
+    @endpoint
+    def ok(self):
+        return "unreachable"
+
+
+def main():
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    workers = procs.spawn("workers", Worker)
+
+    try:
+        workers.boom.call().get()
+    except ActorError as e:
+        print("endpoint raised -> ActorError:", str(e).strip().splitlines()[-1])
+    print("still serving:", list(workers.ok.call().get().values()))
+
+    bad = procs.spawn("bad", BadInit)
+    try:
+        bad.ok.call().get()
+    except ActorError as e:
+        print("constructor raised -> ActorError:", str(e).strip().splitlines()[-1])
+
+    try:
+        workers.die_if.call(1).get()
+    except ActorError as e:
+        print("proc of rank 1 exited mid-call -> ActorError:", str(e).strip().splitlines()[-1])
+    print("rank 0 still answers:", workers.slice(gpus=0).ok.call_one().get())
+
+    procs.stop().get()
+    print("procs stopped")
+
+
+if __name__ == "__main__":
+    main()
