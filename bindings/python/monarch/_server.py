@@ -1,0 +1,305 @@
+"""Hosting Python actors: the event loop run by worker procs (see
+``monarch._bootstrap``) and by the controller's ``this_proc()`` thread.
+
+Protocol between Python callers and Python actors (all parts are produced by
+``monarch._serial``: part 0 a pickle stream, the rest out-of-band buffers):
+
+* spawn event: ``type_name`` is ``f"{cls.__module__}.{cls.__qualname__}"``,
+  the parts are the pickled ``(cls, args, kwargs)``. Success is answered
+  with no parts; a raising constructor is answered with an error (below),
+  after which the runtime refuses messages to that actor.
+* message event: ``method`` is the endpoint name, the parts are the pickled
+  ``(args, kwargs)``. The answer is the pickled return value (an endpoint
+  returning a coroutine is run to completion first).
+* error answer: the message is the formatted remote traceback; the parts are
+  the pickled exception when it pickles (else the pickled ``None``), so an
+  error answer from Python always has at least one part. Error points with
+  no parts come from the runtime itself (a proc died, an actor is gone).
+* stop-actor event: ``__cleanup__`` is called when the actor defines it,
+  then the event is answered with no parts.
+* stop-proc event: the loop ends; the worker then frees its runtime and
+  exits.
+
+Events are handled one at a time, in order of arrival.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+
+from . import _serial
+from ._lib import ERR_STOPPED, ERR_TIMEOUT, check, ffi, lib
+
+EVENT_SPAWN = lib.MONARCH_EVENT_SPAWN
+EVENT_MESSAGE = lib.MONARCH_EVENT_MESSAGE
+EVENT_STOP_ACTOR = lib.MONARCH_EVENT_STOP_ACTOR
+EVENT_STOP_PROC = lib.MONARCH_EVENT_STOP_PROC
+
+_event_free = lib.monarch_event_free
+_event_info = lib.monarch_event_info
+_event_nparts = lib.monarch_event_nparts
+_event_part = lib.monarch_event_part
+_event_wants_reply = lib.monarch_event_wants_reply
+_event_reply = lib.monarch_event_reply
+_event_reply_error = lib.monarch_event_reply_error
+_next_event = lib.monarch_runtime_next_event
+_NULL = ffi.NULL
+_string = ffi.string
+
+
+class _Current(threading.local):
+    """What ``current_rank()``/``context()`` see on the thread that runs an
+    actor's handler."""
+
+    event = None  # the event being handled (borrowed, valid while handling)
+    actor = None  # _Hosted of the actor handling it
+
+
+current = _Current()
+_EMPTY_PARTS = ffi.new("monarch_bytes[1]")
+
+
+class _Hosted:
+    __slots__ = ("instance", "rank", "shape_bytes", "_point", "key", "endpoints")
+
+    def __init__(self, key, rank, shape_bytes):
+        self.key = key
+        self.instance = None
+        self.rank = rank
+        self.shape_bytes = shape_bytes
+        self._point = None
+        self.endpoints = {}
+
+    def point(self):
+        if self._point is None:
+            from .actor import Point, _shape_from_bytes
+
+            shape = _shape_from_bytes(self.shape_bytes)
+            self._point = Point._make(self.rank, shape)
+        return self._point
+
+
+def _format_exc(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def _run_coroutine(coro):
+    import asyncio
+
+    loop = getattr(current, "loop", None)
+    if loop is None:
+        loop = asyncio.new_event_loop()
+        current.loop = loop
+    return loop.run_until_complete(coro)
+
+
+class Server:
+    """Runs the actors hosted in this process."""
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.actors: dict[bytes, _Hosted] = {}
+        self._evp = ffi.new("monarch_event **")
+        self._kind = ffi.new("uint32_t *")
+        self._actor = ffi.new("char **")
+        self._method = ffi.new("char **")
+        self._n = ffi.new("size_t *")
+        self._data = ffi.new("uint8_t **")
+        self._len = ffi.new("size_t *")
+        self._bool = ffi.new("bool *")
+        self._rank = ffi.new("uint64_t *")
+        self._shape = ffi.new("uint8_t **")
+        self._shape_len = ffi.new("size_t *")
+
+    # -- helpers ---------------------------------------------------------
+
+    def _parts(self, ev):
+        check(_event_nparts(ev, self._n))
+        n = self._n[0]
+        out = []
+        data, length = self._data, self._len
+        for i in range(n):
+            check(_event_part(ev, i, data, length))
+            out.append((data[0], length[0]))
+        return out
+
+    def _load(self, ev, owner_box):
+        """Unpickle the event's parts; out-of-band parts become views that
+        keep the event alive (owner_box[0] then owns it)."""
+        parts = self._parts(ev)
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return _serial.loads_parts(parts, None)
+        owner = _serial.HandleOwner(ev, _event_free)
+        owner_box[0] = owner
+        return _serial.loads_parts(parts, owner)
+
+    def _reply_ok(self, ev, value):
+        parts = _serial.dumps(value)
+        arr, keep = _serial.to_c_parts(parts)
+        check(_event_reply(ev, arr, len(parts)))
+        del keep
+
+    def _reply_err(self, ev, exc: BaseException, what: str = ""):
+        text = _format_exc(exc)
+        if what:
+            text = f"{what}\n{text}"
+        try:
+            parts = _serial.dumps(exc)
+        except Exception:  # noqa: BLE001 - unpicklable exception
+            parts = _serial.dumps(None)
+        arr, keep = _serial.to_c_parts(parts)
+        msg = text.encode("utf-8", "replace").replace(b"\0", b"")
+        check(_event_reply_error(ev, msg, arr, len(parts)))
+        del keep
+
+    def _wants_reply(self, ev) -> bool:
+        check(_event_wants_reply(ev, self._bool))
+        return bool(self._bool[0])
+
+    # -- the loop ----------------------------------------------------------
+
+    def serve(self, timeout_ms: int = -1, stop_when=None) -> None:
+        """Handle events until a stop-proc event (or the runtime stops)."""
+        rt = self.rt
+        evp = self._evp
+        while True:
+            st = _next_event(rt, timeout_ms, evp)
+            if st:
+                if st == ERR_TIMEOUT:
+                    if stop_when is not None and stop_when():
+                        return
+                    continue
+                if st == ERR_STOPPED:
+                    return
+                # The runtime handle is gone (freed at exit) or broken.
+                return
+            ev = evp[0]
+            if not self.handle(ev):
+                return
+
+    def handle(self, ev) -> bool:
+        """Handle one event; returns False on stop-proc."""
+        owner_box = [None]
+        try:
+            check(_event_info(ev, self._kind, self._actor, self._method, _NULL))
+            kind = self._kind[0]
+            if kind == EVENT_MESSAGE:
+                self._message(ev, _string(self._actor[0]), _string(self._method[0]), owner_box)
+            elif kind == EVENT_SPAWN:
+                self._spawn(ev, _string(self._actor[0]), owner_box)
+            elif kind == EVENT_STOP_ACTOR:
+                self._stop_actor(ev, _string(self._actor[0]))
+            elif kind == EVENT_STOP_PROC:
+                return False
+            return True
+        finally:
+            if owner_box[0] is None:
+                _event_free(ev)
+            # else: the owner frees the event once nothing views its memory
+
+    def _spawn(self, ev, key: bytes, owner_box):
+        check(lib.monarch_event_rank(ev, self._rank, self._shape, self._shape_len))
+        n = self._shape_len[0]
+        shape_bytes = ffi.buffer(self._shape[0], n)[:] if n else b""
+        hosted = _Hosted(key, self._rank[0], shape_bytes)
+        prev_event, prev_actor = current.event, current.actor
+        current.event, current.actor = ev, hosted
+        try:
+            cls, args, kwargs = self._load(ev, owner_box)
+            obj = cls.__new__(cls)
+            hosted.instance = obj
+            obj.__init__(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self._reply_err(ev, exc)
+            return
+        finally:
+            current.event, current.actor = prev_event, prev_actor
+        self.actors[key] = hosted
+        check(_event_reply(ev, _EMPTY_PARTS, 0))
+
+    def _message(self, ev, key: bytes, method: bytes, owner_box):
+        hosted = self.actors.get(key)
+        prev_event, prev_actor = current.event, current.actor
+        current.event, current.actor = ev, hosted
+        try:
+            if hosted is None:
+                raise RuntimeError(f"no actor {key.decode()!r} in this proc")
+            fn = hosted.endpoints.get(method)
+            if fn is None:
+                fn = self._endpoint(hosted, method)
+            args, kwargs = self._load(ev, owner_box)
+            result = fn(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = _run_coroutine(result)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            current.event, current.actor = prev_event, prev_actor
+            if self._wants_reply(ev):
+                self._reply_err(ev, exc)
+            else:
+                sys.stderr.write(
+                    f"monarch: endpoint {method.decode()!r} of actor {key.decode()!r} "
+                    f"raised with nobody waiting:\n{_format_exc(exc)}"
+                )
+            return
+        current.event, current.actor = prev_event, prev_actor
+        if self._wants_reply(ev):
+            try:
+                self._reply_ok(ev, result)
+            except BaseException as exc:  # noqa: BLE001 - unpicklable result
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                self._reply_err(
+                    ev, exc, f"endpoint {method.decode()!r} returned a value that cannot be sent:"
+                )
+
+    def _endpoint(self, hosted: _Hosted, method: bytes):
+        from .actor import _is_endpoint
+
+        name = method.decode()
+        cls = type(hosted.instance)
+        attr = getattr(cls, name, None)
+        if attr is None or not _is_endpoint(attr):
+            raise AttributeError(f"actor {cls.__qualname__} has no endpoint {name!r}")
+        fn = getattr(hosted.instance, name)
+        hosted.endpoints[method] = fn
+        return fn
+
+    def _stop_actor(self, ev, key: bytes):
+        hosted = self.actors.pop(key, None)
+        try:
+            cleanup = getattr(hosted.instance, "__cleanup__", None) if hosted else None
+            if cleanup is not None:
+                prev_event, prev_actor = current.event, current.actor
+                current.event, current.actor = ev, hosted
+                try:
+                    r = cleanup(None) if _takes_arg(cleanup) else cleanup()
+                    if hasattr(r, "__await__"):
+                        _run_coroutine(r)
+                finally:
+                    current.event, current.actor = prev_event, prev_actor
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            if self._wants_reply(ev):
+                self._reply_err(ev, exc, "__cleanup__ raised:")
+            return
+        if self._wants_reply(ev):
+            check(_event_reply(ev, _EMPTY_PARTS, 0))
+
+
+def _takes_arg(fn) -> bool:
+    """Upstream's ``__cleanup__(self, exc)`` takes the exception (or None)."""
+    import inspect
+
+    try:
+        return len(inspect.signature(fn).parameters) >= 1
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,1047 @@
+"""Actors and meshes, mirroring upstream PyTorch Monarch's ``monarch.actor``.
+
+::
+
+    from monarch.actor import Actor, endpoint, this_host
+
+    class Counter(Actor):
+        def __init__(self, start):
+            self.value = start
+
+        @endpoint
+        def incr(self, by=1):
+            self.value += by
+            return self.value
+
+    procs = this_host().spawn_procs(per_host={"gpus": 4})
+    counters = procs.spawn("counters", Counter, 10)
+    print(counters.incr.call(2).get())
+    procs.stop().get()
+
+The wire protocol between callers and actors is described in
+``monarch._server``; serialization in ``monarch._serial``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Mapping
+
+from . import _serial
+from ._lib import (
+    ERR_TIMEOUT,
+    ActorError,
+    MonarchError,
+    SupervisionError,
+    check,
+    error_for,
+    ffi,
+    lib,
+    runtime,
+    take_buffer,
+)
+
+__all__ = [
+    "Actor",
+    "ActorError",
+    "ActorMesh",
+    "Context",
+    "Endpoint",
+    "Future",
+    "HostMesh",
+    "MonarchError",
+    "Point",
+    "ProcMesh",
+    "SupervisionError",
+    "ValueMesh",
+    "context",
+    "current_rank",
+    "current_size",
+    "endpoint",
+    "this_host",
+    "this_proc",
+]
+
+CALL_ALL = lib.MONARCH_CALL_ALL
+CALL_ONE = lib.MONARCH_CALL_ONE
+CALL_CHOOSE = lib.MONARCH_CALL_CHOOSE
+CALL_BROADCAST = lib.MONARCH_CALL_BROADCAST
+SLICE_END = lib.MONARCH_SLICE_END
+
+_gc = ffi.gc
+_new = ffi.new
+_from_buffer = ffi.from_buffer
+_NULL = ffi.NULL
+_future_free = lib.monarch_future_free
+_future_wait = lib.monarch_future_wait
+_future_take = lib.monarch_future_take
+_vm_free = lib.monarch_value_mesh_free
+_vm_len = lib.monarch_value_mesh_len
+_vm_point = lib.monarch_value_mesh_point
+_vm_part = lib.monarch_value_mesh_part
+_am_call = lib.monarch_actor_mesh_call
+_am_free = lib.monarch_actor_mesh_free
+_pm_free = lib.monarch_proc_mesh_free
+
+
+# ---------------------------------------------------------------------------
+# Shapes and points
+
+
+class _Shape:
+    """Labels and sizes of a mesh view (row-major ranks)."""
+
+    __slots__ = ("labels", "sizes", "strides", "size")
+
+    def __init__(self, labels, sizes):
+        self.labels = tuple(labels)
+        self.sizes = tuple(sizes)
+        strides = []
+        acc = 1
+        for s in reversed(self.sizes):
+            strides.append(acc)
+            acc *= s
+        self.strides = tuple(reversed(strides))
+        self.size = acc
+
+    def coords(self, rank):
+        return tuple((rank // st) % sz for st, sz in zip(self.strides, self.sizes))
+
+    def extent(self):
+        return dict(zip(self.labels, self.sizes))
+
+    def __repr__(self):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(self.labels, self.sizes)) + "}"
+
+
+_EMPTY_SHAPE = _Shape((), ())
+_shape_cache: dict = {}
+
+
+def _shape_from_bytes(data: bytes) -> _Shape:
+    if not data:
+        return _EMPTY_SHAPE
+    s = _shape_cache.get(data)
+    if s is None:
+        from .schema.Shape import Shape as _FbShape
+
+        fb = _FbShape.GetRootAs(bytearray(data), 0)
+        labels = [fb.Labels(i).decode() for i in range(fb.LabelsLength())]
+        sizes = [fb.Sizes(i) for i in range(fb.SizesLength())]
+        s = _Shape(labels, sizes)
+        if len(_shape_cache) > 1024:
+            _shape_cache.clear()
+        _shape_cache[data] = s
+    return s
+
+
+def _owned_shape(fn, handle) -> _Shape:
+    out = _new("uint8_t **")
+    n = _new("size_t *")
+    check(fn(handle, out, n))
+    return _shape_from_bytes(take_buffer(out[0], n[0]))
+
+
+class Point(Mapping):
+    """A coordinate in a mesh: a mapping of dimension -> index, plus the
+    linear ``rank`` (row-major) and the mesh ``extent``."""
+
+    __slots__ = ("rank", "_shape", "_coords")
+
+    def __init__(self, rank: int, extent: Mapping | None = None):
+        extent = dict(extent or {})
+        self.rank = rank
+        self._shape = _Shape(extent.keys(), extent.values())
+        self._coords = None
+
+    @classmethod
+    def _make(cls, rank: int, shape: _Shape) -> Point:
+        p = cls.__new__(cls)
+        p.rank = rank
+        p._shape = shape
+        p._coords = None
+        return p
+
+    def _c(self):
+        if self._coords is None:
+            self._coords = dict(zip(self._shape.labels, self._shape.coords(self.rank)))
+        return self._coords
+
+    @property
+    def extent(self) -> dict:
+        return self._shape.extent()
+
+    def size(self, label: str) -> int:
+        return self._shape.extent()[label]
+
+    def __getitem__(self, label):
+        return self._c()[label]
+
+    def __iter__(self):
+        return iter(self._shape.labels)
+
+    def __len__(self):
+        return len(self._shape.labels)
+
+    def __hash__(self):
+        return hash((self.rank, self._shape.labels, self._shape.sizes))
+
+    def __eq__(self, other):
+        if isinstance(other, Point):
+            return (
+                self.rank == other.rank
+                and self._shape.labels == other._shape.labels
+                and self._shape.sizes == other._shape.sizes
+            )
+        return Mapping.__eq__(self, other)
+
+    def __str__(self):
+        c = self._c()
+        inner = ", ".join(f"{k!r}: {c[k]}/{n}" for k, n in zip(self._shape.labels, self._shape.sizes))
+        return "{" + inner + "}"
+
+    __repr__ = __str__
+
+    def __reduce__(self):
+        return (Point, (self.rank, self._shape.extent()))
+
+
+# ---------------------------------------------------------------------------
+# ValueMesh
+
+
+class ValueMesh:
+    """The gathered replies of a call: one value per point of the mesh that
+    was called, in row-major rank order."""
+
+    __slots__ = ("_shape", "_values")
+
+    def __init__(self, shape, values):
+        if isinstance(shape, Mapping):
+            shape = _Shape(shape.keys(), shape.values())
+        self._shape = shape
+        self._values = list(values)
+
+    def items(self):
+        """Iterate over ``(Point, value)`` pairs."""
+        shape = self._shape
+        for rank, v in enumerate(self._values):
+            yield Point._make(rank, shape), v
+
+    def values(self):
+        return iter(self._values)
+
+    def __iter__(self):
+        return self.items()
+
+    def __len__(self):
+        return len(self._values)
+
+    def get(self, rank: int):
+        if not 0 <= rank < len(self._values):
+            raise IndexError(f"rank {rank} is out of range for a ValueMesh of {len(self._values)} values")
+        return self._values[rank]
+
+    def item(self, **coords):
+        """The value at the given coordinates (every dimension must be given;
+        with no arguments, the only value of a mesh of size 1)."""
+        shape = self._shape
+        if not coords:
+            if len(self._values) != 1:
+                raise ValueError(f"item() needs coordinates for a ValueMesh of shape {shape}")
+            return self._values[0]
+        if set(coords) != set(shape.labels):
+            raise KeyError(f"item() needs exactly the dimensions {list(shape.labels)}, got {list(coords)}")
+        rank = 0
+        for label, size, stride in zip(shape.labels, shape.sizes, shape.strides):
+            i = coords[label]
+            if not 0 <= i < size:
+                raise IndexError(f"index {i} is out of range for dimension {label!r} of size {size}")
+            rank += i * stride
+        return self._values[rank]
+
+    @property
+    def extent(self) -> dict:
+        return self._shape.extent()
+
+    def __repr__(self):
+        lines = [f"ValueMesh({self._shape}):"]
+        for p, v in self.items():
+            lines.append(f"  {p}: {v!r}")
+        return "\n".join(lines) if self._values else f"ValueMesh({self._shape}): (empty)"
+
+
+# ---------------------------------------------------------------------------
+# Futures
+
+
+class _Scratch(threading.local):
+    def __init__(self):
+        self.fut = _new("monarch_future **")
+        self.vm = _new("monarch_value_mesh **")
+        self.n = _new("size_t *")
+        self.is_err = _new("bool *")
+        self.err = _new("char **")
+        self.data = _new("uint8_t **")
+        self.len = _new("size_t *")
+        self.one = _new("monarch_bytes[1]")
+
+
+_scratch = _Scratch()
+
+
+def _read_point(vm, rank, s, owner_box):
+    """(is_error, message, value_or_exception) of point ``rank``."""
+    check(_vm_point(vm, rank, s.is_err, s.err, s.n))
+    nparts = s.n[0]
+    is_err = s.is_err[0]
+    parts = []
+    for i in range(nparts):
+        check(_vm_part(vm, rank, i, s.data, s.len))
+        parts.append((s.data[0], s.len[0]))
+    if is_err:
+        msg = ffi.string(s.err[0]).decode("utf-8", "replace") if s.err[0] != _NULL else ""
+        exc = None
+        remote = bool(parts)
+        if parts:
+            try:
+                exc = _serial.loads_parts(parts, None) if len(parts) == 1 else None
+            except Exception:  # noqa: BLE001 - class unknown here
+                exc = None
+        return True, (msg, exc, remote), None
+    if not parts:
+        return False, None, None
+    if len(parts) == 1:
+        return False, None, _serial.loads_parts(parts, None)
+    if owner_box[0] is None:
+        owner_box[0] = _serial.HandleOwner(vm, _vm_free)
+    return False, None, _serial.loads_parts(parts, owner_box[0])
+
+
+def _raise_failures(failures, total, what):
+    """failures: list of (rank, (msg, exc, remote))."""
+    rank, (msg, exc, remote) = failures[0]
+    more = f" (and {len(failures) - 1} more of {total} points failed)" if len(failures) > 1 else ""
+    header = f"{what} failed at rank {rank}{more}:\n"
+    cls = ActorError if any(f[1][2] for f in failures) else SupervisionError
+    err = cls(header + msg, exc, [(r, m, e) for r, (m, e, _) in failures])
+    if exc is not None:
+        raise err from exc
+    raise err
+
+
+def _convert_all(vm, ctx):
+    """ValueMesh of a call to every point; ctx = (shape getter, what)."""
+    s = _scratch
+    check(_vm_len(vm, s.n))
+    n = s.n[0]
+    owner_box = [None]
+    values = []
+    failures = None
+    try:
+        for rank in range(n):
+            is_err, info, value = _read_point(vm, rank, s, owner_box)
+            if is_err:
+                if failures is None:
+                    failures = []
+                failures.append((rank, info))
+                values.append(None)
+            else:
+                values.append(value)
+    finally:
+        if owner_box[0] is None:
+            _vm_free(vm)
+    if failures:
+        _raise_failures(failures, n, ctx[1])
+    return ValueMesh(ctx[0](), values)
+
+
+def _convert_one(vm, ctx):
+    s = _scratch
+    owner_box = [None]
+    try:
+        is_err, info, value = _read_point(vm, 0, s, owner_box)
+    finally:
+        if owner_box[0] is None:
+            _vm_free(vm)
+    if is_err:
+        _raise_failures([(0, info)], 1, ctx[1])
+    return value
+
+
+def _convert_none(vm, ctx):
+    _vm_free(vm)
+    return None
+
+
+class Future:
+    """The pending result of an operation. ``get()`` blocks; ``await`` works
+    in asyncio code."""
+
+    __slots__ = ("_fut", "_convert", "_ctx", "_state", "_value")
+
+    def __init__(self, fut, convert, ctx=None):
+        self._fut = fut  # gc'd monarch_future* (or None for a ready value)
+        self._convert = convert
+        self._ctx = ctx
+        self._state = 0  # 0 pending, 1 value, 2 exception
+        self._value = None
+
+    @classmethod
+    def _ready(cls, value) -> Future:
+        f = cls(None, None)
+        f._state = 1
+        f._value = value
+        return f
+
+    def get(self, timeout: float | None = None):
+        """Wait for the result (up to ``timeout`` seconds; TimeoutError after
+        that, and the future may be waited on again)."""
+        state = self._state
+        if state == 1:
+            return self._value
+        if state == 2:
+            raise self._value
+        fut = self._fut
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        st = _future_wait(fut, ms)
+        if st:
+            if st == ERR_TIMEOUT:
+                raise TimeoutError(f"future not complete after {timeout} s")
+            raise error_for(st)
+        s = _scratch
+        st = _future_take(fut, s.vm)
+        self._fut = None
+        if st:
+            exc = error_for(st)
+            self._state, self._value = 2, exc
+            raise exc
+        try:
+            value = self._convert(s.vm[0], self._ctx)
+        except BaseException as exc:
+            self._state, self._value = 2, exc
+            raise
+        self._state, self._value = 1, value
+        return value
+
+    result = get
+
+    def done(self) -> bool:
+        if self._state:
+            return True
+        b = _new("bool *")
+        check(lib.monarch_future_poll(self._fut, b))
+        return bool(b[0])
+
+    def exception(self, timeout: float | None = None):
+        try:
+            self.get(timeout)
+        except TimeoutError:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            return e
+        return None
+
+    def __await__(self):
+        return self._await().__await__()
+
+    async def _await(self):
+        if not self._state and not self.done():
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+            await _fd_waiter(loop).wait(self)
+        return self.get()
+
+
+class _FdWaiter:
+    """Wakes asyncio futures when the runtime's fd says something completed."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.pending = []  # (Future, asyncio.Future)
+        fd = _new("int *")
+        check(lib.monarch_runtime_fd(runtime(), fd))
+        self.fd = fd[0]
+        self.registered = False
+
+    def wait(self, fut: Future):
+        waiter = self.loop.create_future()
+        self.pending.append((fut, waiter))
+        if not self.registered:
+            self.loop.add_reader(self.fd, self._wake)
+            self.registered = True
+        self._wake()
+        return waiter
+
+    def _wake(self):
+        lib.monarch_runtime_clear_fd(runtime())
+        still = []
+        for fut, waiter in self.pending:
+            if waiter.done():
+                continue
+            if fut.done():
+                waiter.set_result(None)
+            else:
+                still.append((fut, waiter))
+        self.pending = still
+        if not still and self.registered:
+            self.loop.remove_reader(self.fd)
+            self.registered = False
+
+
+_waiters: dict = {}
+
+
+def _fd_waiter(loop) -> _FdWaiter:
+    w = _waiters.get(loop)
+    if w is None:
+        w = _waiters[loop] = _FdWaiter(loop)
+    return w
+
+
+# ---------------------------------------------------------------------------
+# Endpoints and actors
+
+
+class Endpoint:
+    """An actor method that may be called through a mesh. Inside the actor
+    it behaves like the plain method."""
+
+    def __init__(self, fn, **options):
+        self._fn = fn
+        self.options = options
+        self.__name__ = getattr(fn, "__name__", "endpoint")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __set_name__(self, owner, name):
+        self.__name__ = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return self._fn.__get__(obj, objtype)
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+
+def endpoint(fn=None, **options):
+    """Mark an actor method as an endpoint: ``@endpoint`` or
+    ``@endpoint(...)`` (options are accepted for compatibility)."""
+    if fn is None:
+        return lambda f: Endpoint(f, **options)
+    return Endpoint(fn, **options)
+
+
+def _is_endpoint(attr) -> bool:
+    return isinstance(attr, Endpoint)
+
+
+def _endpoint_names(cls) -> frozenset:
+    names = set()
+    for klass in cls.__mro__:
+        for name, attr in vars(klass).items():
+            if isinstance(attr, Endpoint):
+                names.add(name)
+    return frozenset(names)
+
+
+class Actor:
+    """Base class of actors. Subclass it, define ``__init__`` and mark
+    methods with ``@endpoint``; spawn with ``ProcMesh.spawn``."""
+
+
+# ---------------------------------------------------------------------------
+# Context
+
+
+class _ActorInstance:
+    __slots__ = ("_hosted",)
+
+    def __init__(self, hosted):
+        self._hosted = hosted
+
+    @property
+    def rank(self) -> Point:
+        """The actor's own point in the mesh it was spawned into."""
+        if self._hosted is None:
+            return Point._make(0, _EMPTY_SHAPE)
+        return self._hosted.point()
+
+    @property
+    def actor_id(self) -> str:
+        return self._hosted.key.decode() if self._hosted is not None else "controller"
+
+
+class Context:
+    """What the running code knows about where it runs."""
+
+    def __init__(self, hosted, event):
+        self.actor_instance = _ActorInstance(hosted)
+        self._event = event
+
+    @property
+    def message_rank(self) -> Point:
+        return _message_point(self._event)
+
+
+def _message_point(ev) -> Point:
+    if ev is None:
+        return Point._make(0, _EMPTY_SHAPE)
+    rank = _new("uint64_t *")
+    p = _new("uint8_t **")
+    n = _new("size_t *")
+    check(lib.monarch_event_rank(ev, rank, p, n))
+    shape_bytes = ffi.buffer(p[0], n[0])[:] if n[0] else b""
+    return Point._make(rank[0], _shape_from_bytes(shape_bytes))
+
+
+def _current():
+    from ._server import current
+
+    return current
+
+
+def current_rank() -> Point:
+    """The point of the running actor in the mesh the current message was
+    sent to (in the controller: a point with no dimensions)."""
+    return _message_point(_current().event)
+
+
+def current_size() -> dict:
+    """Sizes of the mesh the current message was sent to."""
+    return current_rank().extent
+
+
+def context() -> Context:
+    cur = _current()
+    return Context(cur.actor, cur.event)
+
+
+# ---------------------------------------------------------------------------
+# Meshes
+
+
+def _slice_args(dims: dict):
+    for label, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, (int, slice)):
+            raise TypeError(f"slice({label}=...) takes an int or a slice, not {type(v).__name__}")
+        yield label.encode(), v
+
+
+def _do_slice(handle, dims, fn_index, fn_range, out_type, free):
+    """Apply each dimension of ``dims`` in turn; returns a new gc'd handle."""
+    if not dims:
+        raise ValueError("slice() needs at least one dimension")
+    out = _new(out_type)
+    cur = handle
+    owned = None
+    try:
+        for label, v in _slice_args(dims):
+            if isinstance(v, int):
+                if v < 0:
+                    raise ValueError(f"index {v} for dimension {label.decode()!r} must be >= 0")
+                st = fn_index(cur, label, v, out)
+            else:
+                start = 0 if v.start is None else v.start
+                stop = SLICE_END if v.stop is None else v.stop
+                step = 1 if v.step is None else v.step
+                st = fn_range(cur, label, start, stop, step, out)
+            if st:
+                raise error_for(st, "invalid slice")
+            if owned is not None:
+                free(owned)
+            owned = cur = out[0]
+        result, owned = owned, None
+        return _gc(result, free)
+    finally:
+        if owned is not None:
+            free(owned)
+
+
+class _StopState:
+    __slots__ = ("stopped", "what")
+
+    def __init__(self, what):
+        self.stopped = False
+        self.what = what
+
+
+class EndpointRef:
+    """``mesh.method``: the adverbs to call endpoint ``method`` of every
+    actor of ``mesh``."""
+
+    __slots__ = ("_mesh", "_name", "_cname")
+
+    def __init__(self, mesh, name):
+        self._mesh = mesh
+        self._name = name
+        self._cname = name.encode()
+
+    def call(self, *args, **kwargs) -> Future:
+        """Call every actor; a Future of the ValueMesh of replies."""
+        return self._mesh._send(self, args, kwargs, CALL_ALL)
+
+    def call_one(self, *args, **kwargs) -> Future:
+        """Call the only actor of a mesh of size 1; a Future of its reply."""
+        return self._mesh._send(self, args, kwargs, CALL_ONE)
+
+    def choose(self, *args, **kwargs) -> Future:
+        """Call one actor chosen by the runtime; a Future of its reply."""
+        return self._mesh._send(self, args, kwargs, CALL_CHOOSE)
+
+    def broadcast(self, *args, **kwargs) -> None:
+        """Send to every actor; nobody replies."""
+        self._mesh._send(self, args, kwargs, CALL_BROADCAST)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"endpoint {self._name!r} cannot be called directly; use "
+            f".call(), .call_one(), .choose() or .broadcast()"
+        )
+
+    def __repr__(self):
+        return f"<endpoint {self._name!r} of {self._mesh!r}>"
+
+
+def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name):
+    out = _new("monarch_actor_mesh **")
+    check(lib.monarch_actor_mesh_from_ref(runtime(), ref, len(ref), out), "cannot rebuild actor mesh")
+    return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, ())
+
+
+class ActorMesh:
+    """An n-d array of actors of one class. ``mesh.endpoint_name`` gives the
+    call adverbs; ``slice(**dims)`` gives a sub-mesh."""
+
+    def __init__(self, *a, **kw):
+        raise TypeError("actor meshes are created with ProcMesh.spawn()")
+
+    @classmethod
+    def _wrap(cls, handle, class_name, endpoints, name, states):
+        self = object.__new__(cls)
+        d = self.__dict__
+        d["_h"] = handle
+        d["_class_name"] = class_name
+        d["_endpoints"] = endpoints
+        d["_name"] = name
+        d["_states"] = states
+        d["_shape_cache"] = None
+        return self
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") or attr not in self.__dict__.get("_endpoints", ()):
+            raise AttributeError(f"actor mesh {self._name!r} of {self._class_name} has no endpoint {attr!r}")
+        ref = EndpointRef(self, attr)
+        self.__dict__[attr] = ref
+        return ref
+
+    def _shape(self) -> _Shape:
+        s = self._shape_cache
+        if s is None:
+            s = self.__dict__["_shape_cache"] = _owned_shape(lib.monarch_actor_mesh_shape, self._h)
+        return s
+
+    def _check_live(self):
+        for st in self._states:
+            if st.stopped:
+                raise SupervisionError(
+                    f"actor mesh {self._name!r} cannot be used: its {st.what} was stopped"
+                )
+
+    def _send(self, ep: EndpointRef, args, kwargs, mode):
+        for st in self._states:
+            if st.stopped:
+                self._check_live()
+        try:
+            parts = _serial.dumps_call(args, kwargs)
+        except Exception as e:
+            raise TypeError(
+                f"cannot send the arguments of {self._class_name}.{ep._name}: {type(e).__name__}: {e}"
+            ) from e
+        s = _scratch
+        if len(parts) == 1:
+            p = parts[0]
+            arr = s.one
+            keep = _from_buffer(p)
+            arr[0].ptr = keep
+            arr[0].len = len(p)
+            n = 1
+        else:
+            arr, keep = _serial.to_c_parts(parts)
+            n = len(parts)
+        st = _am_call(self._h, ep._cname, arr, n, mode, s.fut)
+        del keep
+        if st:
+            raise error_for(st, f"cannot call {self._class_name}.{ep._name}")
+        if mode == CALL_BROADCAST:
+            return None
+        fut = _gc(s.fut[0], _future_free)
+        what = f"{self._class_name}.{ep._name}"
+        if mode == CALL_ALL:
+            return Future(fut, _convert_all, (self._shape, what))
+        return Future(fut, _convert_one, (None, what))
+
+    def slice(self, **dims) -> ActorMesh:
+        """A view of part of the mesh: ``dim=int`` fixes (and removes) a
+        dimension, ``dim=slice`` narrows it."""
+        h = _do_slice(
+            self._h,
+            dims,
+            lib.monarch_actor_mesh_slice_index,
+            lib.monarch_actor_mesh_slice_range,
+            "monarch_actor_mesh **",
+            _am_free,
+        )
+        return ActorMesh._wrap(h, self._class_name, self._endpoints, self._name, self._states)
+
+    @property
+    def extent(self) -> dict:
+        return self._shape().extent()
+
+    @property
+    def sizes(self) -> dict:
+        return self._shape().extent()
+
+    def size(self, label: str | None = None) -> int:
+        s = self._shape()
+        return s.size if label is None else s.extent()[label]
+
+    def __len__(self):
+        return self._shape().size
+
+    def stop(self) -> Future:
+        """Stop these actors (their procs keep running)."""
+        self._check_live()
+        out = _new("monarch_future **")
+        check(lib.monarch_actor_mesh_stop(self._h, out), f"cannot stop actor mesh {self._name!r}")
+        return Future(_gc(out[0], _future_free), _convert_all, (self._shape, f"stopping {self._name}"))
+
+    def __reduce__(self):
+        out = _new("uint8_t **")
+        n = _new("size_t *")
+        check(lib.monarch_actor_mesh_to_ref(self._h, out, n))
+        ref = take_buffer(out[0], n[0])
+        return (_rebuild_actor_mesh, (ref, self._endpoints, self._class_name, self._name))
+
+    def __repr__(self):
+        return f"<ActorMesh {self._name!r} of {self._class_name} {self._shape()}>"
+
+
+def _child_pythonpath() -> str:
+    """PYTHONPATH for worker procs: this process's import path (minus the
+    interpreter's own directories, which the child has anyway), so user
+    modules and a source-tree ``monarch`` import the same way there."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    entries = []
+    for p in sys.path:
+        p = os.path.abspath(p or os.getcwd())
+        real = os.path.realpath(p)
+        if any(real == pre or real.startswith(pre + os.sep) for pre in prefixes):
+            continue
+        if p not in entries:
+            entries.append(p)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if pkg_root not in entries:
+        entries.insert(0, pkg_root)
+    old = os.environ.get("PYTHONPATH")
+    if old:
+        entries.extend(e for e in old.split(os.pathsep) if e and e not in entries)
+    return os.pathsep.join(entries)
+
+
+_spawn_lock = threading.Lock()
+_this_proc_server = None
+_this_proc_lock = threading.Lock()
+
+
+def _ensure_this_proc_server():
+    """Start the daemon thread that serves actors spawned on this_proc()."""
+    global _this_proc_server
+    with _this_proc_lock:
+        if _this_proc_server is not None:
+            return
+        from ._server import Server
+
+        server = Server(runtime())
+        t = threading.Thread(target=server.serve, name="monarch-this-proc", daemon=True)
+        t.start()
+        _this_proc_server = (server, t)
+
+
+class ProcMesh:
+    """An n-d array of procs (OS processes)."""
+
+    def __init__(self, *a, **kw):
+        raise TypeError("proc meshes are created with HostMesh.spawn_procs() or this_proc()")
+
+    @classmethod
+    def _wrap(cls, handle, states, is_this_proc=False):
+        self = object.__new__(cls)
+        self._h = handle
+        self._states = states
+        self._is_this_proc = is_this_proc
+        self._shape_cache = None
+        return self
+
+    def _shape(self) -> _Shape:
+        if self._shape_cache is None:
+            self._shape_cache = _owned_shape(lib.monarch_proc_mesh_shape, self._h)
+        return self._shape_cache
+
+    @property
+    def extent(self) -> dict:
+        return self._shape().extent()
+
+    @property
+    def sizes(self) -> dict:
+        return self._shape().extent()
+
+    def size(self, label: str | None = None) -> int:
+        s = self._shape()
+        return s.size if label is None else s.extent()[label]
+
+    def __len__(self):
+        return self._shape().size
+
+    def _check_live(self):
+        for st in self._states:
+            if st.stopped:
+                raise SupervisionError(f"this proc mesh cannot be used: its {st.what} was stopped")
+
+    def spawn(self, name: str, cls, *args, **kwargs) -> ActorMesh:
+        """Spawn one actor of ``cls`` on every proc, constructed with
+        ``cls(*args, **kwargs)``. Waits until every constructor has run;
+        raises ActorError if any of them raised."""
+        if not isinstance(cls, type) or not issubclass(cls, Actor):
+            raise TypeError(f"spawn() needs a subclass of monarch.actor.Actor, not {cls!r}")
+        if not isinstance(name, str) or not name:
+            raise ValueError("spawn() needs a non-empty mesh name")
+        self._check_live()
+        try:
+            parts = _serial.dumps((cls, args, kwargs))
+        except Exception as e:
+            raise TypeError(
+                f"cannot send {cls.__qualname__} and its constructor arguments: {type(e).__name__}: {e}"
+            ) from e
+        if self._is_this_proc:
+            _ensure_this_proc_server()
+        arr, keep = _serial.to_c_parts(parts)
+        out_mesh = _new("monarch_actor_mesh **")
+        out_ready = _new("monarch_future **")
+        type_name = f"{cls.__module__}.{cls.__qualname__}".encode()
+        st = lib.monarch_actor_mesh_spawn(
+            self._h, name.encode(), type_name, arr, len(parts), out_mesh, out_ready
+        )
+        del keep
+        if st:
+            raise error_for(st, f"cannot spawn {cls.__qualname__}")
+        mesh = ActorMesh._wrap(
+            _gc(out_mesh[0], _am_free), cls.__qualname__, _endpoint_names(cls), name, self._states
+        )
+        ready = Future(
+            _gc(out_ready[0], _future_free), _convert_all, (mesh._shape, f"constructor of {cls.__qualname__}")
+        )
+        ready.get()
+        return mesh
+
+    def slice(self, **dims) -> ProcMesh:
+        h = _do_slice(
+            self._h,
+            dims,
+            lib.monarch_proc_mesh_slice_index,
+            lib.monarch_proc_mesh_slice_range,
+            "monarch_proc_mesh **",
+            _pm_free,
+        )
+        return ProcMesh._wrap(h, (_StopState("proc mesh slice"),) + self._states, self._is_this_proc)
+
+    def stop(self) -> Future:
+        """Stop the procs (asked first, killed after a grace period). The
+        future completes when all have exited."""
+        if self._is_this_proc:
+            raise ValueError("this_proc() cannot be stopped; it is the controller's own proc")
+        if self._states[0].stopped:
+            return Future._ready(None)
+        out = _new("monarch_future **")
+        check(lib.monarch_proc_mesh_stop(self._h, out), "cannot stop proc mesh")
+        self._states[0].stopped = True
+        return Future(_gc(out[0], _future_free), _convert_none)
+
+    def __repr__(self):
+        return f"<ProcMesh {self._shape()}>"
+
+
+class HostMesh:
+    """A set of hosts. ``this_host()`` is the controller's machine, a host
+    mesh with no dimensions."""
+
+    def __init__(self):
+        self._extent = {}
+
+    @property
+    def extent(self) -> dict:
+        return dict(self._extent)
+
+    def spawn_procs(self, per_host: dict | None = None, bootstrap=None, name: str | None = None) -> ProcMesh:
+        """Start ``per_host`` procs (e.g. ``{"gpus": 4}``) on every host;
+        the result has the host mesh's dimensions followed by ``per_host``'s."""
+        per_host = dict(per_host or {})
+        dims = {**self._extent, **per_host}
+        labels = [_new("char[]", k.encode()) for k in dims]
+        for k, v in dims.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"size of dimension {k!r} must be a non-negative int, not {v!r}")
+        c_labels = _new("char *[]", labels) if labels else _NULL
+        c_sizes = _new("size_t[]", list(dims.values())) if dims else _NULL
+        argv_py = [sys.executable, "-m", "monarch._bootstrap"] if bootstrap is None else list(bootstrap)
+        argv = [_new("char[]", os.fsencode(a)) for a in argv_py]
+        c_argv = _new("char *[]", argv)
+        out = _new("monarch_proc_mesh **")
+        rt = runtime()
+        with _spawn_lock:
+            old = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = _child_pythonpath()
+            try:
+                st = lib.monarch_proc_mesh_spawn(rt, c_labels, c_sizes, len(dims), c_argv, len(argv), out)
+            finally:
+                if old is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = old
+        if st:
+            raise error_for(st, "cannot spawn procs")
+        return ProcMesh._wrap(_gc(out[0], _pm_free), (_StopState("proc mesh"),))
+
+    def __repr__(self):
+        return f"<HostMesh {self._extent}>"
+
+
+_this_host = None
+
+
+def this_host() -> HostMesh:
+    """The host mesh of the controller's own machine (no dimensions)."""
+    global _this_host
+    if _this_host is None:
+        _this_host = HostMesh()
+    return _this_host
+
+
+_this_proc = None
+
+
+def this_proc() -> ProcMesh:
+    """The controller's own proc as a mesh with no dimensions; actors spawned
+    on it run in this process (served by a daemon thread)."""
+    global _this_proc
+    if _this_proc is None:
+        out = _new("monarch_proc_mesh **")
+        check(lib.monarch_runtime_this_proc(runtime(), out))
+        _this_proc = ProcMesh._wrap(_gc(out[0], _pm_free), (_StopState("proc"),), is_this_proc=True)
+    return _this_proc
