@@ -1,0 +1,53 @@
+"""Build hook: compile libmonarch with cargo and ship it inside the package.
+
+``pip install ./bindings/python`` runs ``cargo build --release -p
+monarch-ffi`` in the workspace root (two levels up, reusing its target
+directory and cache) and copies ``libmonarch.so`` and ``include/monarch.h``
+into the installed ``monarch`` package, where ``monarch._lib`` looks first.
+"""
+
+import os
+import shutil
+import subprocess
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+try:
+    from wheel.bdist_wheel import bdist_wheel as _bdist_wheel
+except ImportError:  # pragma: no cover
+    _bdist_wheel = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+class BuildWithCargo(build_py):
+    def run(self):
+        super().run()
+        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+        subprocess.check_call(["cargo", "build", "--release", "-p", "monarch-ffi"], cwd=ROOT)
+        dest = os.path.join(self.build_lib, "monarch")
+        os.makedirs(dest, exist_ok=True)
+        shutil.copy2(os.path.join(target, "release", "libmonarch.so"), os.path.join(dest, "libmonarch.so"))
+        shutil.copy2(os.path.join(ROOT, "include", "monarch.h"), os.path.join(dest, "monarch.h"))
+
+
+cmdclass = {"build_py": BuildWithCargo}
+
+if _bdist_wheel is not None:
+
+    class PlatformWheel(_bdist_wheel):
+        """The wheel carries a native library: tag it for this platform."""
+
+        def finalize_options(self):
+            super().finalize_options()
+            self.root_is_pure = False
+
+        def get_tag(self):
+            _, _, plat = super().get_tag()
+            return "py3", "none", plat
+
+    cmdclass["bdist_wheel"] = PlatformWheel
+
+setup(cmdclass=cmdclass)

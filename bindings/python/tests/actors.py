@@ -1,0 +1,129 @@
+"""Actor classes used by the tests (importable by the worker procs)."""
+
+import threading
+import time
+
+from monarch.actor import Actor, context, current_rank, current_size, endpoint
+
+
+class Counter(Actor):
+    def __init__(self, start=0):
+        self.value = start
+
+    @endpoint
+    def incr(self, by=1):
+        self.value += by
+        return self.value
+
+    @endpoint
+    def get(self):
+        return self.value
+
+    @endpoint
+    def where(self):
+        return (
+            current_rank().rank,
+            dict(current_rank()),
+            current_size(),
+            dict(context().actor_instance.rank),
+            context().actor_instance.rank.rank,
+        )
+
+    @endpoint
+    def boom(self, text="boom"):
+        raise ValueError(text)
+
+    @endpoint
+    def boom_unpicklable(self):
+        class Local(Exception):
+            def __reduce__(self):
+                raise TypeError("nope")
+
+        raise Local("local failure")
+
+    @endpoint
+    def sleep(self, seconds):
+        time.sleep(seconds)
+        return seconds
+
+    @endpoint
+    def echo(self, x):
+        return x
+
+    @endpoint
+    def lock(self):
+        return threading.Lock()
+
+    @endpoint(propagate="all")
+    async def aecho(self, x):
+        return x
+
+    def not_an_endpoint(self):
+        return 1
+
+
+class Failing(Actor):
+    def __init__(self, fail_rank=None):
+        if fail_rank is None or current_rank().rank == fail_rank:
+            raise RuntimeError("constructor failed on purpose")
+
+    @endpoint
+    def ok(self):
+        return True
+
+
+class Caller(Actor):
+    """Calls another mesh from inside an actor."""
+
+    def __init__(self, other=None):
+        self.other = other
+
+    @endpoint
+    def call_other(self, other, by):
+        return list(other.incr.call(by).get().values())
+
+    @endpoint
+    def call_slice(self, other, index):
+        return other.slice(gpus=index).get.call_one().get()
+
+    @endpoint
+    def echo_back(self, mesh):
+        return mesh
+
+    @endpoint
+    def call_stored(self):
+        return self.other.get.choose().get()
+
+
+class Cleanup(Actor):
+    def __init__(self, path):
+        self.path = path
+
+    @endpoint
+    def ping(self):
+        return "pong"
+
+    def __cleanup__(self, exc):
+        with open(self.path, "a") as f:
+            f.write(f"cleanup {current_rank().rank}\n")
+
+
+class Buffers(Actor):
+    @endpoint
+    def checksum(self, arr):
+        import numpy as np
+
+        return int(np.asarray(arr, dtype=np.uint8).sum(dtype=np.uint64)), arr.shape
+
+    @endpoint
+    def roundtrip(self, arr):
+        return arr
+
+    @endpoint
+    def keep(self, arr):
+        self.kept = arr
+        return int(arr[0])
+
+    @endpoint
+    def kept_first(self):
+        return int(self.kept[0]), int(self.kept[-1])
