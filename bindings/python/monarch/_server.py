@@ -47,6 +47,7 @@ _event_reply_error = lib.monarch_event_reply_error
 _next_event = lib.monarch_runtime_next_event
 _NULL = ffi.NULL
 _string = ffi.string
+_from_buffer = ffi.from_buffer
 
 
 class _Current(threading.local):
@@ -112,14 +113,22 @@ class Server:
         self._rank = ffi.new("uint64_t *")
         self._shape = ffi.new("uint8_t **")
         self._shape_len = ffi.new("size_t *")
+        self._one = ffi.new("monarch_bytes[1]")
 
     # -- helpers ---------------------------------------------------------
 
     def _parts(self, ev):
-        check(_event_nparts(ev, self._n))
+        st = _event_nparts(ev, self._n)
+        if st:
+            check(st)
         n = self._n[0]
-        out = []
         data, length = self._data, self._len
+        if n == 1:
+            st = _event_part(ev, 0, data, length)
+            if st:
+                check(st)
+            return [(data[0], length[0])]
+        out = []
         for i in range(n):
             check(_event_part(ev, i, data, length))
             out.append((data[0], length[0]))
@@ -139,9 +148,19 @@ class Server:
 
     def _reply_ok(self, ev, value):
         parts = _serial.dumps(value)
-        arr, keep = _serial.to_c_parts(parts)
-        check(_event_reply(ev, arr, len(parts)))
+        if len(parts) == 1:
+            p = parts[0]
+            arr = self._one
+            keep = _from_buffer(p)
+            arr[0].ptr = keep
+            arr[0].len = len(p)
+            st = _event_reply(ev, arr, 1)
+        else:
+            arr, keep = _serial.to_c_parts(parts)
+            st = _event_reply(ev, arr, len(parts))
         del keep
+        if st:
+            check(st)
 
     def _reply_err(self, ev, exc: BaseException, what: str = ""):
         text = _format_exc(exc)
@@ -157,8 +176,10 @@ class Server:
         del keep
 
     def _wants_reply(self, ev) -> bool:
-        check(_event_wants_reply(ev, self._bool))
-        return bool(self._bool[0])
+        st = _event_wants_reply(ev, self._bool)
+        if st:
+            check(st)
+        return self._bool[0]
 
     # -- the loop ----------------------------------------------------------
 
@@ -185,7 +206,9 @@ class Server:
         """Handle one event; returns False on stop-proc."""
         owner_box = [None]
         try:
-            check(_event_info(ev, self._kind, self._actor, self._method, _NULL))
+            st = _event_info(ev, self._kind, self._actor, self._method, _NULL)
+            if st:
+                check(st)
             kind = self._kind[0]
             if kind == EVENT_MESSAGE:
                 self._message(ev, _string(self._actor[0]), _string(self._method[0]), owner_box)

@@ -25,6 +25,7 @@ The wire protocol between callers and actors is described in
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import threading
 from collections.abc import Mapping
@@ -71,6 +72,8 @@ CALL_BROADCAST = lib.MONARCH_CALL_BROADCAST
 SLICE_END = lib.MONARCH_SLICE_END
 
 _gc = ffi.gc
+_buffer = ffi.buffer
+_loads = pickle.loads
 _new = ffi.new
 _from_buffer = ffi.from_buffer
 _NULL = ffi.NULL
@@ -294,9 +297,16 @@ _scratch = _Scratch()
 
 def _read_point(vm, rank, s, owner_box):
     """(is_error, message, value_or_exception) of point ``rank``."""
-    check(_vm_point(vm, rank, s.is_err, s.err, s.n))
+    st = _vm_point(vm, rank, s.is_err, s.err, s.n)
+    if st:
+        check(st)
     nparts = s.n[0]
     is_err = s.is_err[0]
+    if nparts == 1 and not is_err:
+        st = _vm_part(vm, rank, 0, s.data, s.len)
+        if st:
+            check(st)
+        return False, None, _loads(_buffer(s.data[0], s.len[0]))
     parts = []
     for i in range(nparts):
         check(_vm_part(vm, rank, i, s.data, s.len))
@@ -320,8 +330,23 @@ def _read_point(vm, rank, s, owner_box):
     return False, None, _serial.loads_parts(parts, owner_box[0])
 
 
-def _raise_failures(failures, total, what):
+def _what(ctx):
+    a, b = ctx
+    if isinstance(b, EndpointRef):
+        return f"{a._class_name}.{b._name}"
+    return b
+
+
+def _ctx_shape(ctx):
+    a, b = ctx
+    if isinstance(b, EndpointRef):
+        return a._shape()
+    return a()
+
+
+def _raise_failures(failures, total, ctx):
     """failures: list of (rank, (msg, exc, remote))."""
+    what = _what(ctx)
     rank, (msg, exc, remote) = failures[0]
     more = f" (and {len(failures) - 1} more of {total} points failed)" if len(failures) > 1 else ""
     header = f"{what} failed at rank {rank}{more}:\n"
@@ -354,8 +379,8 @@ def _convert_all(vm, ctx):
         if owner_box[0] is None:
             _vm_free(vm)
     if failures:
-        _raise_failures(failures, n, ctx[1])
-    return ValueMesh(ctx[0](), values)
+        _raise_failures(failures, n, ctx)
+    return ValueMesh(_ctx_shape(ctx), values)
 
 
 def _convert_one(vm, ctx):
@@ -367,7 +392,7 @@ def _convert_one(vm, ctx):
         if owner_box[0] is None:
             _vm_free(vm)
     if is_err:
-        _raise_failures([(0, info)], 1, ctx[1])
+        _raise_failures([(0, info)], 1, ctx)
     return value
 
 
@@ -782,10 +807,9 @@ class ActorMesh:
         if mode == CALL_BROADCAST:
             return None
         fut = _gc(s.fut[0], _future_free)
-        what = f"{self._class_name}.{ep._name}"
         if mode == CALL_ALL:
-            return Future(fut, _convert_all, (self._shape, what))
-        return Future(fut, _convert_one, (None, what))
+            return Future(fut, _convert_all, (self, ep))
+        return Future(fut, _convert_one, (self, ep))
 
     def slice(self, **dims) -> ActorMesh:
         """A view of part of the mesh: ``dim=int`` fixes (and removes) a
@@ -868,7 +892,14 @@ def _ensure_this_proc_server():
             return
         from ._server import Server
 
-        server = Server(runtime())
+        rt = runtime()
+        b = _new("bool *")
+        check(lib.monarch_runtime_is_worker(rt, b))
+        if b[0]:
+            # A worker proc already serves its actors from its main loop.
+            _this_proc_server = (None, None)
+            return
+        server = Server(rt)
         t = threading.Thread(target=server.serve, name="monarch-this-proc", daemon=True)
         t.start()
         _this_proc_server = (server, t)

@@ -1,6 +1,5 @@
 import asyncio
 import pickle
-import time
 
 import pytest
 from actors import Caller, Cleanup, Counter, Failing
@@ -178,10 +177,9 @@ def test_constructor_raises(procs):
 def test_future_timeout(procs):
     c = procs.spawn("c", Counter, 0)
     fut = c.slice(gpus=0).sleep.call_one(0.5)
-    t = time.time()
     with pytest.raises(TimeoutError):
         fut.get(timeout=0.05)
-    assert time.time() - t < 0.4
+    assert not fut.done()
     assert fut.get() == 0.5
     assert fut.get() == 0.5
     assert c.slice(gpus=0).incr.call_one().get(timeout=10) == 1
