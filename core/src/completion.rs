@@ -12,14 +12,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a waiter spins before parking. Zero disables spinning
-/// (`MONARCH_SPIN_US`, default 50 µs).
+/// (`MONARCH_SPIN_US`, default 200 µs).
 pub fn spin_budget() -> Duration {
     static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| {
         let us = std::env::var("MONARCH_SPIN_US")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(50);
+            .unwrap_or(200);
         Duration::from_micros(us)
     })
 }
@@ -98,6 +98,13 @@ impl Notifier {
     }
 }
 
+/// Something a waiter can do while it spins instead of only checking a flag:
+/// the runtime reads its sockets, so a reply is handled without waking a
+/// parked reader thread.
+pub trait Pump: Send + Sync {
+    fn pump(&self);
+}
+
 /// A value that arrives once. Cloneable handle; any thread may wait.
 pub struct Completion<T> {
     inner: Arc<Inner<T>>,
@@ -108,6 +115,7 @@ struct Inner<T> {
     value: Mutex<Option<T>>,
     cv: Condvar,
     notifier: Option<Arc<Notifier>>,
+    pump: Option<Arc<dyn Pump>>,
 }
 
 impl<T> Clone for Completion<T> {
@@ -120,12 +128,21 @@ impl<T> Clone for Completion<T> {
 
 impl<T> Completion<T> {
     pub fn new(notifier: Option<Arc<Notifier>>) -> Completion<T> {
+        Completion::with_pump(notifier, None)
+    }
+
+    /// A completion whose waiters run `pump` while they spin.
+    pub fn with_pump(
+        notifier: Option<Arc<Notifier>>,
+        pump: Option<Arc<dyn Pump>>,
+    ) -> Completion<T> {
         Completion {
             inner: Arc::new(Inner {
                 ready: AtomicBool::new(false),
                 value: Mutex::new(None),
                 cv: Condvar::new(),
                 notifier,
+                pump,
             }),
         }
     }
@@ -159,7 +176,13 @@ impl<T> Completion<T> {
             return true;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        if spin_until(deadline, || self.is_ready()) {
+        let spun = spin_until(deadline, || {
+            if let Some(p) = &self.inner.pump {
+                p.pump();
+            }
+            self.is_ready()
+        });
+        if spun {
             return true;
         }
         let mut g = self.inner.value.lock().unwrap_or_else(|p| p.into_inner());

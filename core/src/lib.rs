@@ -9,6 +9,7 @@
 //! - [`value`]: gathered replies
 
 pub mod completion;
+mod conn;
 pub mod error;
 pub mod frame;
 pub mod geometry;

@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
-use crate::completion::{spin_until, Completion, Notifier};
+use crate::completion::{spin_until, Completion, Notifier, Pump};
+use crate::conn::{wait_fd, Conn};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{read_frame, write_frame, Frame, FrameError};
+use crate::frame::{read_frame, Frame, FrameError};
 use crate::geometry::Shape;
 use crate::process::{random_hex, spawn_child, Child, ExitInfo, SocketDir};
 use crate::value::{PointValue, ValueMesh};
@@ -127,23 +128,6 @@ enum ActorState {
     Failed(String),
 }
 
-struct Conn {
-    peer: String,
-    writer: Mutex<UnixStream>,
-}
-
-impl Conn {
-    fn shutdown(&self) {
-        let fd = self
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_raw_fd();
-        // SAFETY: shutting down a socket we own; wakes its reader thread.
-        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
-    }
-}
-
 /// A reply port that gathers one value per slot.
 struct Gather {
     shape: Shape,
@@ -179,6 +163,18 @@ pub(crate) struct Inner {
     next_id: AtomicU64,
     shutting_down: AtomicBool,
     stopped: AtomicBool,
+    /// Lets waiters read our sockets while they spin.
+    pump: Arc<dyn Pump>,
+}
+
+struct WeakPump(Weak<Inner>);
+
+impl Pump for WeakPump {
+    fn pump(&self) {
+        if let Some(rt) = self.0.upgrade() {
+            rt.pump();
+        }
+    }
 }
 
 /// The runtime of one process. Cheap to clone.
@@ -226,12 +222,13 @@ impl Runtime {
         let path = unix_path(&addr)?;
         let listener = UnixListener::bind(path)
             .map_err(|e| Error::io(&format!("cannot listen on {addr}"), e))?;
-        let inner = Arc::new(Inner {
+        let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
             addr,
             token,
             controller: controller.clone(),
             dir: Mutex::new(dir),
-            notifier: Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?),
+            notifier,
             listener,
             conns: Mutex::new(HashMap::new()),
             ports: Mutex::new(HashMap::new()),
@@ -246,6 +243,7 @@ impl Runtime {
             next_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            pump: Arc::new(WeakPump(weak.clone())),
         });
         let acc = inner.clone();
         std::thread::Builder::new()
@@ -283,7 +281,10 @@ impl Runtime {
     }
 
     pub(crate) fn new_future(&self) -> Future {
-        Completion::new(Some(self.inner.notifier.clone()))
+        Completion::with_pump(
+            Some(self.inner.notifier.clone()),
+            Some(self.inner.pump.clone()),
+        )
     }
 
     pub(crate) fn next_id(&self) -> u64 {
@@ -418,6 +419,7 @@ impl Runtime {
         loop {
             if q.len.load(Ordering::Acquire) == 0 {
                 spin_until(deadline, || {
+                    self.inner.pump();
                     q.len.load(Ordering::Acquire) > 0 || self.inner.stopped.load(Ordering::Relaxed)
                 });
             }
@@ -591,21 +593,23 @@ impl Inner {
             return;
         }
         let peer = env.sender.clone();
-        let _ = reader.get_ref().set_read_timeout(None);
-        let writer = match reader.get_ref().try_clone() {
-            Ok(w) => w,
-            Err(_) => return,
+        // Bytes the peer sent right after its hello may already be buffered.
+        let buffered = reader.buffer().to_vec();
+        let stream = reader.into_inner();
+        let _ = stream.set_read_timeout(None);
+        let conn = match Conn::new(peer.clone(), stream, buffered) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "cannot set up connection");
+                return;
+            }
         };
-        let conn = Arc::new(Conn {
-            peer: peer.clone(),
-            writer: Mutex::new(writer),
-        });
         self.conns
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(peer.clone())
+            .entry(peer)
             .or_insert_with(|| conn.clone());
-        self.read_loop(conn, reader);
+        self.read_loop(conn);
     }
 
     /// Connect to `addr`, say hello, register and start reading.
@@ -617,11 +621,10 @@ impl Inner {
                 format!("cannot connect to {addr}: {e}"),
             )
         })?;
-        let reader = stream.try_clone().map_err(|e| Error::io("dup socket", e))?;
-        let conn = Arc::new(Conn {
-            peer: addr.to_string(),
-            writer: Mutex::new(stream),
-        });
+        let conn = Arc::new(
+            Conn::new(addr.to_string(), stream, Vec::new())
+                .map_err(|e| Error::io("socket setup", e))?,
+        );
         let mut hello = Envelope::new(Kind::Hello);
         hello.sender = self.addr.clone();
         hello.token = self.token.clone();
@@ -637,27 +640,78 @@ impl Inner {
         let c = conn.clone();
         std::thread::Builder::new()
             .name("monarch-conn".into())
-            .spawn(move || me.read_loop(c, BufReader::with_capacity(64 * 1024, reader)))
+            .spawn(move || me.read_loop(c))
             .map_err(|e| Error::io("cannot start reader thread", e))?;
         Ok(registered)
     }
 
-    fn read_loop(self: Arc<Self>, conn: Arc<Conn>, mut reader: BufReader<UnixStream>) {
-        let reason = loop {
-            match read_frame(&mut reader) {
-                Ok(frame) => self.dispatch(&conn.peer, frame),
-                Err(FrameError::Closed) => break "connection closed".to_string(),
-                Err(e) => {
-                    if !self.stopped.load(Ordering::SeqCst) {
-                        tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
-                    }
-                    break e.to_string();
+    /// Background reader: sleep in poll until the socket is readable, then
+    /// drain it (unless a spinning waiter already did).
+    fn read_loop(self: Arc<Self>, conn: Arc<Conn>) {
+        // The first pass runs without polling: bytes that arrived with the
+        // hello may already sit in the reader's buffer.
+        let mut first = true;
+        loop {
+            if !first {
+                if let Err(e) = wait_fd(conn.fd(), libc::POLLIN) {
+                    self.conn_ended(&conn, e.to_string());
+                    return;
                 }
             }
-        };
+            first = false;
+            if conn.is_closed() {
+                return;
+            }
+            let result = {
+                let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
+                r.drain(&mut |f| self.dispatch(&conn.peer, f))
+            };
+            if let Err(e) = result {
+                let reason = match e {
+                    FrameError::Closed => "connection closed".to_string(),
+                    e => {
+                        if !self.stopped.load(Ordering::SeqCst) {
+                            tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
+                        }
+                        e.to_string()
+                    }
+                };
+                self.conn_ended(&conn, reason);
+                return;
+            }
+        }
+    }
+
+    /// Read whatever our connections have ready, from a waiting thread.
+    /// Connections another thread is reading are skipped.
+    fn pump(self: &Arc<Self>) {
+        let conns: Vec<Arc<Conn>> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for conn in conns {
+            let result = match conn.reader.try_lock() {
+                Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
+                Err(_) => continue,
+            };
+            if let Err(e) = result {
+                // The reader thread reports the details; just stop using it.
+                self.conn_ended(&conn, e.to_string());
+            }
+        }
+    }
+
+    /// A connection ended (once per connection): forget it, fail what it owed.
+    fn conn_ended(&self, conn: &Arc<Conn>, reason: String) {
+        if !conn.mark_closed() {
+            return;
+        }
         {
             let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-            if conns.get(&conn.peer).is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+            if conns.get(&conn.peer).is_some_and(|c| Arc::ptr_eq(c, conn)) {
                 conns.remove(&conn.peer);
             }
         }
@@ -1018,8 +1072,7 @@ impl Inner {
                 env
             };
             let header = env.encode(&mut fbb);
-            let mut w = conn.writer.lock().unwrap_or_else(|p| p.into_inner());
-            write_frame(&mut *w, header, parts).map_err(|e| {
+            conn.write(header, parts).map_err(|e| {
                 Error::new(
                     ErrorKind::ProcFailed,
                     format!("cannot send to proc {}: {e}", conn.peer),

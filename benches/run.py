@@ -1,0 +1,151 @@
+"""The standard workloads, measured with the Python API; prints one table.
+
+Run with `make bench` (or `.venv/bin/python benches/run.py`). Each row names
+the workload, what we measured, the target from DESIGN.md, and the floor
+measured in the same run where one applies (a bare multiprocessing.Pipe
+between two Python processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import sys
+import time
+
+from monarch.actor import Actor, endpoint, this_host
+
+
+class Bench(Actor):
+    @endpoint
+    def ping(self):
+        return None
+
+    @endpoint
+    def size(self, data):
+        return len(data)
+
+
+def _pipe_echo(conn, n):
+    for _ in range(n):
+        conn.send_bytes(conn.recv_bytes())
+
+
+def pipe_floor(n_ping: int, n_tput: int):
+    """Round trip and pipelined throughput over a bare Pipe, as the floor."""
+    parent, child = mp.Pipe()
+    p = mp.get_context("fork").Process(target=_pipe_echo, args=(child, n_ping + n_tput))
+    p.start()
+    msg = b"x" * 16
+    lat = []
+    for _ in range(n_ping):
+        t = time.perf_counter()
+        parent.send_bytes(msg)
+        parent.recv_bytes()
+        lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    # Pipelined: keep a window of messages in flight.
+    window = 64
+    sent = got = 0
+    while got < n_tput:
+        while sent < n_tput and sent - got < window:
+            parent.send_bytes(msg)
+            sent += 1
+        parent.recv_bytes()
+        got += 1
+    tput = n_tput / (time.perf_counter() - t)
+    p.join()
+    return lat, tput
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--pings", type=int, default=5000)
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--gathers", type=int, default=2000)
+    args = ap.parse_args()
+    rows = []
+
+    # Spawn 4 procs and get a first reply from every one of them.
+    t = time.perf_counter()
+    procs = this_host().spawn_procs(per_host={"gpus": 4})
+    actors = procs.spawn("bench", Bench)
+    actors.ping.call().get()
+    spawn_s = time.perf_counter() - t
+    rows.append(("spawn 4 procs -> first reply", f"{spawn_s:.3f} s", "<= 0.3 s", ""))
+
+    one = actors.slice(gpus=0)
+    for _ in range(200):
+        one.ping.call_one().get()
+    lat = []
+    for _ in range(args.pings):
+        t = time.perf_counter()
+        one.ping.call_one().get()
+        lat.append(time.perf_counter() - t)
+    floor_lat, floor_tput = pipe_floor(args.pings, args.calls)
+    rows.append((
+        "ping round trip (median / p99)",
+        f"{statistics.median(lat) * 1e6:.0f} / {pct(lat, 0.99) * 1e6:.0f} us",
+        "<= 50 us",
+        f"pipe {statistics.median(floor_lat) * 1e6:.0f} / {pct(floor_lat, 0.99) * 1e6:.0f} us",
+    ))
+
+    t = time.perf_counter()
+    futs = [one.ping.call_one() for _ in range(args.calls)]
+    for f in futs:
+        f.get()
+    tput = args.calls / (time.perf_counter() - t)
+    rows.append((
+        f"pipelined calls ({args.calls})",
+        f"{tput:,.0f} /s",
+        ">= 50,000 /s",
+        f"pipe {floor_tput:,.0f} /s",
+    ))
+
+    procs8 = this_host().spawn_procs(per_host={"gpus": 8})
+    actors8 = procs8.spawn("bench8", Bench)
+    actors8.ping.call().get()
+    for n, mesh in ((4, actors), (8, actors8)):
+        for _ in range(100):
+            mesh.ping.call().get()
+        g = []
+        for _ in range(args.gathers):
+            t = time.perf_counter()
+            mesh.ping.call().get()
+            g.append(time.perf_counter() - t)
+        rows.append((
+            f"broadcast+gather to {n} (median / p99)",
+            f"{statistics.median(g) * 1e6:.0f} / {pct(g, 0.99) * 1e6:.0f} us",
+            "<= 250 us" if n == 8 else "",
+            "",
+        ))
+    procs8.stop().get()
+
+    payload = bytes(64 << 20)
+    one.size.call_one(payload).get()
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        n = one.size.call_one(payload).get()
+        best = min(best, time.perf_counter() - t)
+    assert n == len(payload)
+    rows.append(("one 64 MiB payload", f"{len(payload) / best / 1e9:.2f} GB/s", ">= 4 GB/s", ""))
+    procs.stop().get()
+
+    widths = [max(len(r[i]) for r in rows + [("workload", "measured", "target", "floor")]) for i in range(4)]
+    header = ("workload", "measured", "target", "floor (same run)")
+    print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(c.ljust(w) for c, w in zip(r, widths)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,343 @@
+//! One connection to a peer proc: a non-blocking Unix socket with a writer
+//! side (frames written by the sending thread itself) and an incremental
+//! reader that any thread may drive.
+//!
+//! Why any thread: a background thread parked in `poll` takes a cross-CPU
+//! wake-up (tens of microseconds on a small VM) before it can read a reply.
+//! A thread that is already spinning while it waits for that reply can read
+//! the socket itself and skip that wake-up. Frames are decoded and
+//! dispatched while the reader lock is held, so they are handled in order.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use crate::frame::{write_frame, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS, MAX_PAYLOAD_LEN};
+use crate::wire::Envelope;
+
+/// Parts at least this large are read straight into their own buffer.
+const DIRECT_READ_MIN: usize = 64 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+
+pub(crate) struct Conn {
+    pub peer: String,
+    fd: RawFd,
+    writer: Mutex<UnixStream>,
+    pub reader: Mutex<FrameReader>,
+    closed: AtomicBool,
+}
+
+impl Conn {
+    /// Wrap a connected stream; `buffered` are bytes already read from it.
+    pub fn new(peer: String, stream: UnixStream, buffered: Vec<u8>) -> io::Result<Conn> {
+        stream.set_nonblocking(true)?;
+        let reader = stream.try_clone()?;
+        Ok(Conn {
+            peer,
+            fd: stream.as_raw_fd(),
+            writer: Mutex::new(stream),
+            reader: Mutex::new(FrameReader {
+                stream: reader,
+                buf: buffered,
+                pos: 0,
+                pending: None,
+            }),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// Write one frame, waiting for socket space as needed.
+    pub fn write(&self, header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut blocking = BlockingWriter { s: &mut w };
+        write_frame(&mut blocking, header, parts)
+    }
+
+    /// Mark closed; returns true for the first caller (who cleans up).
+    pub fn mark_closed(&self) -> bool {
+        !self.closed.swap(true, Ordering::SeqCst)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Shut the socket down in both directions (wakes a thread in poll).
+    pub fn shutdown(&self) {
+        // SAFETY: shutting down a socket this connection owns.
+        unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+    }
+}
+
+/// Adapts a non-blocking socket to blocking writes by polling for space.
+struct BlockingWriter<'a> {
+    s: &'a mut UnixStream,
+}
+
+impl io::Write for BlockingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[io::IoSlice::new(buf)])
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            match self.s.write_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_fd(self.s.as_raw_fd(), libc::POLLOUT)?;
+                }
+                other => return other,
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Block until `fd` is ready for `events` (or has an error/hang-up).
+pub(crate) fn wait_fd(fd: RawFd, events: libc::c_short) -> io::Result<()> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd, infinite timeout.
+        let r = unsafe { libc::poll(&mut p, 1, -1) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+struct Pending {
+    envelope: Envelope,
+    parts: Vec<Vec<u8>>,
+    cur: Vec<u8>,
+}
+
+/// Incremental frame decoder over a non-blocking socket.
+pub(crate) struct FrameReader {
+    stream: UnixStream,
+    buf: Vec<u8>,
+    pos: usize,
+    pending: Option<Pending>,
+}
+
+impl FrameReader {
+    /// Read what is available without blocking and hand every complete
+    /// frame to `on_frame`, in order. Returns the number of frames, or an
+    /// error when the stream ended or was malformed.
+    pub fn drain(&mut self, on_frame: &mut dyn FnMut(Frame)) -> Result<usize, FrameError> {
+        let mut frames = self.parse(on_frame)?;
+        loop {
+            let n = self.read_some()?;
+            if n == 0 {
+                return Ok(frames);
+            }
+            frames += self.parse(on_frame)?;
+        }
+    }
+
+    /// One non-blocking read; Ok(0) means nothing available now.
+    fn read_some(&mut self) -> Result<usize, FrameError> {
+        // A large part with nothing buffered: read straight into it.
+        if let Some(p) = &mut self.pending {
+            let need = p.envelope.part_sizes[p.parts.len()] as usize - p.cur.len();
+            if self.pos == self.buf.len() && need >= DIRECT_READ_MIN {
+                if p.cur.capacity() - p.cur.len() < need {
+                    p.cur.reserve_exact(need.min(1 << 28));
+                }
+                let room = (p.cur.capacity() - p.cur.len()).min(need);
+                let n = recv_into(&self.stream, &mut p.cur, room)?;
+                return Ok(n);
+            }
+        }
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        } else if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 2 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        let room = self.buf.capacity() - self.buf.len();
+        recv_into(&self.stream, &mut self.buf, room)
+    }
+
+    fn parse(&mut self, on_frame: &mut dyn FnMut(Frame)) -> Result<usize, FrameError> {
+        let mut frames = 0;
+        loop {
+            if self.pending.is_none() {
+                let avail = &self.buf[self.pos..];
+                if avail.len() < 4 {
+                    return Ok(frames);
+                }
+                let hlen = u32::from_le_bytes([avail[0], avail[1], avail[2], avail[3]]) as usize;
+                if hlen > MAX_HEADER_LEN {
+                    return Err(FrameError::HeaderTooLarge(hlen));
+                }
+                if avail.len() < 4 + hlen {
+                    return Ok(frames);
+                }
+                let envelope = Envelope::decode(&avail[4..4 + hlen])?;
+                self.pos += 4 + hlen;
+                if envelope.part_sizes.len() > MAX_PARTS
+                    || envelope
+                        .part_sizes
+                        .iter()
+                        .fold(0u64, |a, s| a.saturating_add(*s))
+                        > MAX_PAYLOAD_LEN
+                {
+                    return Err(FrameError::PayloadTooLarge);
+                }
+                let first = envelope.part_sizes.first().copied().unwrap_or(0) as usize;
+                self.pending = Some(Pending {
+                    parts: Vec::with_capacity(envelope.part_sizes.len()),
+                    cur: Vec::with_capacity(first.min(1 << 28)),
+                    envelope,
+                });
+            }
+            let p = self.pending.as_mut().expect("set above");
+            while p.parts.len() < p.envelope.part_sizes.len() {
+                let size = p.envelope.part_sizes[p.parts.len()] as usize;
+                let take = (size - p.cur.len()).min(self.buf.len() - self.pos);
+                p.cur
+                    .extend_from_slice(&self.buf[self.pos..self.pos + take]);
+                self.pos += take;
+                if p.cur.len() < size {
+                    return Ok(frames);
+                }
+                let next = p
+                    .envelope
+                    .part_sizes
+                    .get(p.parts.len() + 1)
+                    .copied()
+                    .unwrap_or(0) as usize;
+                let done = std::mem::replace(&mut p.cur, Vec::with_capacity(next.min(1 << 28)));
+                p.parts.push(done);
+            }
+            let p = self.pending.take().expect("set above");
+            on_frame(Frame {
+                envelope: p.envelope,
+                parts: p.parts,
+            });
+            frames += 1;
+        }
+    }
+}
+
+/// Non-blocking read of up to `room` bytes into `v`'s spare capacity.
+/// Ok(0) means would-block; end of stream is `FrameError::Closed`.
+fn recv_into(s: &UnixStream, v: &mut Vec<u8>, room: usize) -> Result<usize, FrameError> {
+    let room = room.min(v.capacity() - v.len());
+    if room == 0 {
+        return Ok(0);
+    }
+    loop {
+        // SAFETY: reads at most `room` bytes into the vector's spare
+        // capacity, then extends its length by exactly what was read.
+        let n = unsafe {
+            let dst = v.as_mut_ptr().add(v.len());
+            libc::recv(
+                s.as_raw_fd(),
+                dst as *mut libc::c_void,
+                room,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            // SAFETY: the kernel initialized n bytes past the old length.
+            unsafe { v.set_len(v.len() + n as usize) };
+            return Ok(n as usize);
+        }
+        if n == 0 {
+            return Err(FrameError::Closed);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(0),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Kind;
+    use flatbuffers::FlatBufferBuilder;
+    use std::io::Write;
+
+    fn header(parts: &[&[u8]], tag: &str) -> Vec<u8> {
+        let mut e = Envelope::new(Kind::Message);
+        e.actor = tag.into();
+        e.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
+        let mut fbb = FlatBufferBuilder::new();
+        e.encode(&mut fbb).to_vec()
+    }
+
+    #[test]
+    fn frames_arrive_in_order_across_partial_reads() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let conn = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        let big = vec![7u8; 300_000];
+        let mut bytes = Vec::new();
+        for i in 0..20 {
+            let small = format!("m{i}");
+            let parts: Vec<&[u8]> = if i % 5 == 0 {
+                vec![small.as_bytes(), &big]
+            } else {
+                vec![small.as_bytes()]
+            };
+            write_frame(&mut bytes, &header(&parts, &small), &parts).unwrap();
+        }
+        let writer = std::thread::spawn(move || {
+            let mut a = a;
+            // Dribble the bytes in odd-sized pieces.
+            for chunk in bytes.chunks(7777) {
+                a.write_all(chunk).unwrap();
+            }
+        });
+        let mut got = Vec::new();
+        let mut r = conn.reader.lock().unwrap();
+        while got.len() < 20 {
+            match r.drain(&mut |f: Frame| got.push(f)) {
+                Ok(_) | Err(FrameError::Closed) => {}
+                Err(e) => panic!("{e}"),
+            }
+            std::thread::yield_now();
+        }
+        writer.join().unwrap();
+        assert_eq!(got.len(), 20);
+        for (i, f) in got.iter().enumerate() {
+            assert_eq!(f.envelope.actor, format!("m{i}"));
+            assert_eq!(f.parts[0], format!("m{i}").as_bytes());
+            if i % 5 == 0 {
+                assert_eq!(f.parts[1], big);
+            }
+        }
+        assert!(matches!(r.drain(&mut |_| {}), Err(FrameError::Closed)));
+    }
+
+    #[test]
+    fn hostile_header_is_an_error() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let conn = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        a.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        let r = conn.reader.lock().unwrap().drain(&mut |_| {});
+        assert!(matches!(r, Err(FrameError::HeaderTooLarge(_))));
+    }
+}
