@@ -49,8 +49,8 @@ fn rust_schema_code_is_fresh() {
 
     let fresh = std::fs::read(out.join("monarch_generated.rs")).expect("flatc output");
     let _ = std::fs::remove_dir_all(&out);
-    let committed = std::fs::read(root.join("core/src/generated/monarch_generated.rs"))
-        .unwrap_or_default();
+    let committed =
+        std::fs::read(root.join("core/src/generated/monarch_generated.rs")).unwrap_or_default();
     assert!(
         committed == fresh,
         "core/src/generated/monarch_generated.rs is stale (differs from flatc output for \
