@@ -737,7 +737,7 @@ class EndpointRef:
 def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name):
     out = _new("monarch_actor_mesh **")
     check(lib.monarch_actor_mesh_from_ref(runtime(), ref, len(ref), out), "cannot rebuild actor mesh")
-    return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, ())
+    return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, (_StopState("actor mesh"),))
 
 
 class ActorMesh:
@@ -822,7 +822,9 @@ class ActorMesh:
             "monarch_actor_mesh **",
             _am_free,
         )
-        return ActorMesh._wrap(h, self._class_name, self._endpoints, self._name, self._states)
+        return ActorMesh._wrap(
+            h, self._class_name, self._endpoints, self._name, (_StopState("actor mesh slice"),) + self._states
+        )
 
     @property
     def extent(self) -> dict:
@@ -844,6 +846,7 @@ class ActorMesh:
         self._check_live()
         out = _new("monarch_future **")
         check(lib.monarch_actor_mesh_stop(self._h, out), f"cannot stop actor mesh {self._name!r}")
+        self._states[0].stopped = True
         return Future(_gc(out[0], _future_free), _convert_all, (self._shape, f"stopping {self._name}"))
 
     def __reduce__(self):
@@ -973,7 +976,11 @@ class ProcMesh:
         if st:
             raise error_for(st, f"cannot spawn {cls.__qualname__}")
         mesh = ActorMesh._wrap(
-            _gc(out_mesh[0], _am_free), cls.__qualname__, _endpoint_names(cls), name, self._states
+            _gc(out_mesh[0], _am_free),
+            cls.__qualname__,
+            _endpoint_names(cls),
+            name,
+            (_StopState("actor mesh"),) + self._states,
         )
         ready = Future(
             _gc(out_ready[0], _future_free), _convert_all, (mesh._shape, f"constructor of {cls.__qualname__}")

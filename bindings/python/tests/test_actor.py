@@ -3,6 +3,7 @@ import pickle
 
 import pytest
 from actors import Caller, Cleanup, Counter, Failing
+from conftest import bootstrap_children
 
 from monarch.actor import (
     ActorError,
@@ -229,17 +230,30 @@ def test_stop_actors_runs_cleanup(procs, tmp_path):
     path = tmp_path / "cleanup.txt"
     m = procs.slice(gpus=slice(0, 2)).spawn("cl", Cleanup, str(path))
     assert list(m.ping.call().get().values()) == ["pong", "pong"]
+    sub = m.slice(gpus=1)
+    copy = pickle.loads(pickle.dumps(m))  # knows nothing of the stop
     m.stop().get(timeout=10)
     assert sorted(path.read_text().splitlines()) == ["cleanup 0", "cleanup 1"]
-    with pytest.raises(ActorError):
-        m.ping.call().get(timeout=10)
+    with pytest.raises(SupervisionError, match="stopped"):
+        m.ping.call()
+    with pytest.raises(SupervisionError, match="stopped"):
+        sub.ping.call_one()
+    # the runtime refuses messages to stopped actors too
+    with pytest.raises(ActorError, match="no actor"):
+        copy.ping.call().get(timeout=10)
+    # the procs keep running
+    assert procs.slice(gpus=slice(0, 2)).spawn("again", Counter, 1).get.call().get().item(gpus=1) == 1
 
 
 def test_stopped_proc_mesh():
+    before = set(bootstrap_children())
     pm = this_host().spawn_procs(per_host={"gpus": 2})
     c = pm.spawn("c", Counter, 0)
     assert list(c.incr.call().get().values()) == [1, 1]
+    mine = set(bootstrap_children()) - before
+    assert len(mine) == 2
     pm.stop().get(timeout=30)
+    assert not (set(bootstrap_children()) & mine)
     with pytest.raises(SupervisionError, match="stopped"):
         c.incr.call()
     with pytest.raises(SupervisionError):
