@@ -28,6 +28,7 @@ import os
 import pickle
 import sys
 import threading
+import weakref
 from collections.abc import Mapping
 
 from . import _serial
@@ -485,7 +486,7 @@ class _FdWaiter:
     """Wakes asyncio futures when the runtime's fd says something completed."""
 
     def __init__(self, loop):
-        self.loop = loop
+        self.loop_ref = weakref.ref(loop)
         self.pending = []  # (Future, asyncio.Future)
         fd = _new("int *")
         check(lib.monarch_runtime_fd(runtime(), fd))
@@ -493,10 +494,11 @@ class _FdWaiter:
         self.registered = False
 
     def wait(self, fut: Future):
-        waiter = self.loop.create_future()
+        loop = self.loop_ref()
+        waiter = loop.create_future()
         self.pending.append((fut, waiter))
         if not self.registered:
-            self.loop.add_reader(self.fd, self._wake)
+            loop.add_reader(self.fd, self._wake)
             self.registered = True
         self._wake()
         return waiter
@@ -513,11 +515,11 @@ class _FdWaiter:
                 still.append((fut, waiter))
         self.pending = still
         if not still and self.registered:
-            self.loop.remove_reader(self.fd)
+            self.loop_ref().remove_reader(self.fd)
             self.registered = False
 
 
-_waiters: dict = {}
+_waiters = weakref.WeakKeyDictionary()
 
 
 def _fd_waiter(loop) -> _FdWaiter:
