@@ -1,0 +1,750 @@
+/*
+ * End-to-end test of the libmonarch C ABI, in one program that is both the
+ * controller and the worker:
+ *
+ *  - started with MONARCH_CONTROLLER set (the bootstrap environment), it is
+ *    a worker proc serving a C "counter" actor through the pull API;
+ *  - otherwise it is the controller: it spawns 4 procs of itself and checks
+ *    calls, slices, errors, handle checking, futures, the runtime fd,
+ *    this_proc actors (served from a thread) and stopping.
+ *
+ * Prints "N passed, M failed" and exits non-zero on any failure.
+ * Build: cc -I include tests/c/abi_test.c -L target/debug -lmonarch -lpthread
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "monarch.h"
+
+/* Waits are bounded only so a broken library fails instead of hanging. */
+#define HANG_MS 30000
+
+/* ------------------------------------------------------------------------ */
+/* The C "counter" actor, shared by the worker procs and this_proc.          */
+
+typedef struct {
+    char *key;
+    int64_t value;
+} counter;
+
+typedef struct {
+    counter actors[64];
+    size_t n;
+} actor_table;
+
+static counter *find_actor(actor_table *t, const char *key) {
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->actors[i].key, key) == 0) return &t->actors[i];
+    return NULL;
+}
+
+static void remove_actor(actor_table *t, const char *key) {
+    for (size_t i = 0; i < t->n; i++) {
+        if (strcmp(t->actors[i].key, key) == 0) {
+            free(t->actors[i].key);
+            t->actors[i] = t->actors[--t->n];
+            return;
+        }
+    }
+}
+
+static int read_i64(monarch_event *ev, size_t part, int64_t *out) {
+    size_t n = 0;
+    if (monarch_event_nparts(ev, &n) != MONARCH_OK || n <= part) return 0;
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    if (monarch_event_part(ev, part, &data, &len) != MONARCH_OK || len != 8) return -1;
+    memcpy(out, data, 8); /* little-endian host assumed (x86-64, aarch64) */
+    return 1;
+}
+
+static void reply_i64(monarch_event *ev, int64_t v) {
+    monarch_bytes b = {(const uint8_t *)&v, sizeof v};
+    if (monarch_event_reply(ev, &b, 1) != MONARCH_OK)
+        fprintf(stderr, "worker: reply failed: %s\n", monarch_last_error());
+}
+
+static void reply_err(monarch_event *ev, const char *msg) {
+    if (monarch_event_reply_error(ev, msg, NULL, 0) != MONARCH_OK)
+        fprintf(stderr, "worker: reply_error failed: %s\n", monarch_last_error());
+}
+
+/* Handle one event; returns 0 when the proc must stop. */
+static int serve_event(actor_table *t, monarch_event *ev) {
+    uint32_t kind = 0;
+    const char *actor = NULL, *method = NULL, *type = NULL;
+    if (monarch_event_info(ev, &kind, &actor, &method, &type) != MONARCH_OK) {
+        fprintf(stderr, "worker: event_info failed: %s\n", monarch_last_error());
+        monarch_event_free(ev);
+        return 1;
+    }
+    char msg[256];
+    int64_t arg = 0;
+    switch (kind) {
+    case MONARCH_EVENT_SPAWN:
+        if (strcmp(type, "counter") != 0) {
+            snprintf(msg, sizeof msg, "C worker has no actor type '%s'", type);
+            reply_err(ev, msg);
+        } else if (read_i64(ev, 0, &arg) < 0) {
+            reply_err(ev, "counter start must be 8 bytes");
+        } else if (t->n == sizeof t->actors / sizeof t->actors[0]) {
+            reply_err(ev, "too many actors");
+        } else {
+            t->actors[t->n].key = strdup(actor);
+            t->actors[t->n].value = arg;
+            t->n++;
+            monarch_event_reply(ev, NULL, 0);
+        }
+        break;
+    case MONARCH_EVENT_MESSAGE: {
+        counter *c = find_actor(t, actor);
+        if (!c) {
+            reply_err(ev, "no such actor in the C worker");
+        } else if (strcmp(method, "incr") == 0) {
+            int r = read_i64(ev, 0, &arg);
+            if (r < 0) {
+                reply_err(ev, "incr takes 8 bytes");
+            } else {
+                c->value += r ? arg : 1;
+                reply_i64(ev, c->value);
+            }
+        } else if (strcmp(method, "get") == 0) {
+            reply_i64(ev, c->value);
+        } else if (strcmp(method, "rank") == 0) {
+            uint64_t rank = 0;
+            const uint8_t *shape = NULL;
+            size_t shape_len = 0;
+            monarch_event_rank(ev, &rank, &shape, &shape_len);
+            reply_i64(ev, (int64_t)rank);
+        } else if (strcmp(method, "echo") == 0) {
+            size_t n = 0;
+            monarch_event_nparts(ev, &n);
+            monarch_bytes parts[8];
+            if (n > 8) n = 8;
+            for (size_t i = 0; i < n; i++)
+                monarch_event_part(ev, i, &parts[i].ptr, &parts[i].len);
+            monarch_event_reply(ev, parts, n);
+        } else if (strcmp(method, "sleep") == 0) {
+            /* Reply after `arg` milliseconds (to have a pending future). */
+            if (read_i64(ev, 0, &arg) > 0) usleep((useconds_t)arg * 1000);
+            reply_i64(ev, c->value);
+        } else if (strcmp(method, "fail") == 0) {
+            reply_err(ev, "counter.fail raised as requested");
+        } else if (strcmp(method, "exit") == 0) {
+            _exit(3);
+        } else {
+            snprintf(msg, sizeof msg, "counter has no endpoint '%s'", method);
+            reply_err(ev, msg);
+        }
+        break;
+    }
+    case MONARCH_EVENT_STOP_ACTOR:
+        remove_actor(t, actor);
+        monarch_event_reply(ev, NULL, 0);
+        break;
+    case MONARCH_EVENT_STOP_PROC:
+        monarch_event_free(ev);
+        return 0;
+    default:
+        fprintf(stderr, "worker: unknown event kind %u\n", kind);
+    }
+    monarch_event_free(ev);
+    return 1;
+}
+
+static void free_table(actor_table *t) {
+    while (t->n) remove_actor(t, t->actors[0].key);
+}
+
+static int worker_main(void) {
+    monarch_runtime *rt = NULL;
+    if (monarch_runtime_new(&rt) != MONARCH_OK) {
+        fprintf(stderr, "worker: runtime_new failed: %s\n", monarch_last_error());
+        return 1;
+    }
+    bool is_worker = false;
+    monarch_runtime_is_worker(rt, &is_worker);
+    if (!is_worker) {
+        fprintf(stderr, "worker: runtime does not think it is a worker\n");
+        return 1;
+    }
+    actor_table t = {0};
+    for (;;) {
+        monarch_event *ev = NULL;
+        monarch_status s = monarch_runtime_next_event(rt, -1, &ev);
+        if (s == MONARCH_ERR_STOPPED) break;
+        if (s != MONARCH_OK) {
+            fprintf(stderr, "worker: next_event: %d %s\n", s, monarch_last_error());
+            break;
+        }
+        if (!serve_event(&t, ev)) break;
+    }
+    free_table(&t);
+    monarch_runtime_free(rt);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Controller-side checks.                                                   */
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (cond) {                                                            \
+            passed++;                                                          \
+        } else {                                                               \
+            failed++;                                                          \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+        }                                                                      \
+    } while (0)
+
+/* Check a call returned OK, showing the library's message otherwise. */
+#define CHECK_OK(expr)                                                         \
+    do {                                                                       \
+        monarch_status s_ = (expr);                                            \
+        CHECK(s_ == MONARCH_OK, "status %d: %s", s_, monarch_last_error());    \
+    } while (0)
+
+#define CHECK_STATUS(expr, want, needle)                                       \
+    do {                                                                       \
+        monarch_status s_ = (expr);                                            \
+        const char *e_ = monarch_last_error();                                 \
+        CHECK(s_ == (want) && e_ && strstr(e_, (needle)),                      \
+              "status %d (want %d), last_error '%s' (want it to contain '%s')", \
+              s_, (want), e_ ? e_ : "(null)", (needle));                      \
+    } while (0)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Wait for a future, take its value mesh and free the future. */
+static monarch_value_mesh *finish(monarch_future *f) {
+    monarch_value_mesh *vm = NULL;
+    if (!f) return NULL;
+    monarch_status s = monarch_future_wait(f, HANG_MS);
+    CHECK(s == MONARCH_OK, "future_wait: %d %s", s, monarch_last_error());
+    if (s == MONARCH_OK) {
+        s = monarch_future_take(f, &vm);
+        CHECK(s == MONARCH_OK, "future_take: %d %s", s, monarch_last_error());
+    }
+    monarch_future_free(f);
+    return s == MONARCH_OK ? vm : NULL;
+}
+
+static monarch_value_mesh *call(monarch_actor_mesh *am, const char *method,
+                                const monarch_bytes *parts, size_t n, uint32_t mode) {
+    monarch_future *f = NULL;
+    monarch_status s = monarch_actor_mesh_call(am, method, parts, n, mode, &f);
+    CHECK(s == MONARCH_OK, "call %s: %d %s", method, s, monarch_last_error());
+    return s == MONARCH_OK ? finish(f) : NULL;
+}
+
+static size_t vm_len(monarch_value_mesh *vm) {
+    size_t n = 0;
+    if (vm) CHECK_OK(monarch_value_mesh_len(vm, &n));
+    return n;
+}
+
+/* The i64 at point `rank`, or INT64_MIN if it is an error or malformed. */
+static int64_t vm_i64(monarch_value_mesh *vm, size_t rank) {
+    bool is_err = true;
+    const char *err = NULL;
+    size_t nparts = 0;
+    if (!vm || monarch_value_mesh_point(vm, rank, &is_err, &err, &nparts) != MONARCH_OK)
+        return INT64_MIN;
+    if (is_err || nparts != 1) {
+        fprintf(stderr, "  point %zu: error=%d '%s' nparts=%zu\n", rank, is_err,
+                err ? err : "", nparts);
+        return INT64_MIN;
+    }
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    if (monarch_value_mesh_part(vm, rank, 0, &data, &len) != MONARCH_OK || len != 8)
+        return INT64_MIN;
+    int64_t v;
+    memcpy(&v, data, 8);
+    return v;
+}
+
+/* Check the value mesh holds exactly `want[0..n]`, then free it. */
+static void expect_ints(monarch_value_mesh *vm, const int64_t *want, size_t n, int line) {
+    size_t len = vm_len(vm);
+    CHECK(len == n, "line %d: value mesh has %zu points, want %zu", line, len, n);
+    for (size_t i = 0; i < n && i < len; i++) {
+        int64_t got = vm_i64(vm, i);
+        CHECK(got == want[i], "line %d: point %zu is %lld, want %lld", line, i,
+              (long long)got, (long long)want[i]);
+    }
+    if (vm) monarch_value_mesh_free(vm);
+}
+#define EXPECT_INTS(vm, ...)                                                   \
+    do {                                                                       \
+        const int64_t want_[] = {__VA_ARGS__};                                 \
+        expect_ints((vm), want_, sizeof want_ / sizeof want_[0], __LINE__);    \
+    } while (0)
+
+/* Check every point is an error whose message contains `needle`; free. */
+static void expect_errors(monarch_value_mesh *vm, size_t n, const char *needle, int line) {
+    size_t len = vm_len(vm);
+    CHECK(len == n, "line %d: value mesh has %zu points, want %zu", line, len, n);
+    for (size_t i = 0; i < len; i++) {
+        bool is_err = false;
+        const char *err = NULL;
+        size_t nparts = 99;
+        CHECK_OK(monarch_value_mesh_point(vm, i, &is_err, &err, &nparts));
+        CHECK(is_err && err && strstr(err, needle),
+              "line %d: point %zu: is_error=%d message '%s' (want '%s')", line, i, is_err,
+              err ? err : "(null)", needle);
+        CHECK(nparts == 0, "line %d: error point has %zu parts", line, nparts);
+    }
+    if (vm) monarch_value_mesh_free(vm);
+}
+
+static void expect_all_ok(monarch_value_mesh *vm, size_t n, int line) {
+    size_t len = vm_len(vm);
+    CHECK(len == n, "line %d: value mesh has %zu points, want %zu", line, len, n);
+    for (size_t i = 0; i < len; i++) {
+        bool is_err = true;
+        const char *err = NULL;
+        size_t nparts = 0;
+        CHECK_OK(monarch_value_mesh_point(vm, i, &is_err, &err, &nparts));
+        CHECK(!is_err && err == NULL, "line %d: point %zu failed: %s", line, i,
+              err ? err : "(null)");
+    }
+    if (vm) monarch_value_mesh_free(vm);
+}
+
+static monarch_bytes i64_part(const int64_t *v) {
+    monarch_bytes b = {(const uint8_t *)v, sizeof *v};
+    return b;
+}
+
+/* ------------------------------------------------------------------------ */
+/* this_proc: actors in the controller, served from a thread.                */
+
+typedef struct {
+    monarch_runtime *rt;
+    atomic_int stop;
+    int served;
+} server;
+
+static void *serve_thread(void *arg) {
+    server *sv = arg;
+    actor_table t = {0};
+    while (!atomic_load(&sv->stop)) {
+        monarch_event *ev = NULL;
+        monarch_status s = monarch_runtime_next_event(sv->rt, 50, &ev);
+        if (s == MONARCH_ERR_TIMEOUT) continue;
+        if (s != MONARCH_OK) break;
+        sv->served++;
+        if (!serve_event(&t, ev)) break;
+    }
+    free_table(&t);
+    return NULL;
+}
+
+static void test_this_proc(monarch_runtime *rt) {
+    server sv = {.rt = rt, .stop = 0, .served = 0};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, serve_thread, &sv) == 0, "pthread_create");
+
+    monarch_proc_mesh *me = NULL;
+    CHECK_OK(monarch_runtime_this_proc(rt, &me));
+    int64_t start = 40;
+    monarch_bytes arg = i64_part(&start);
+    monarch_actor_mesh *am = NULL;
+    monarch_future *ready = NULL;
+    CHECK_OK(monarch_actor_mesh_spawn(me, "local", "counter", &arg, 1, &am, &ready));
+    expect_all_ok(finish(ready), 1, __LINE__);
+
+    int64_t two = 2;
+    monarch_bytes p = i64_part(&two);
+    EXPECT_INTS(call(am, "incr", &p, 1, MONARCH_CALL_ONE), 42);
+    EXPECT_INTS(call(am, "get", NULL, 0, MONARCH_CALL_ALL), 42);
+    expect_errors(call(am, "fail", NULL, 0, MONARCH_CALL_ONE), 1, "fail raised", __LINE__);
+
+    /* A reference to it, rebuilt and used from the same runtime. */
+    uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    CHECK_OK(monarch_actor_mesh_to_ref(am, &ref, &ref_len));
+    monarch_actor_mesh *back = NULL;
+    CHECK_OK(monarch_actor_mesh_from_ref(rt, ref, ref_len, &back));
+    monarch_buffer_free(ref, ref_len);
+    EXPECT_INTS(call(back, "incr", NULL, 0, MONARCH_CALL_ONE), 43);
+    monarch_actor_mesh_free(back);
+
+    monarch_future *stopped = NULL;
+    CHECK_OK(monarch_actor_mesh_stop(am, &stopped));
+    expect_all_ok(finish(stopped), 1, __LINE__);
+    expect_errors(call(am, "get", NULL, 0, MONARCH_CALL_ONE), 1, "no actor", __LINE__);
+
+    atomic_store(&sv.stop, 1);
+    pthread_join(th, NULL);
+    CHECK(sv.served >= 6, "the controller's thread served %d events", sv.served);
+    monarch_actor_mesh_free(am);
+    monarch_proc_mesh_free(me);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm,
+                                      monarch_actor_mesh *am) {
+    /* NULL handles. */
+    CHECK_STATUS(monarch_future_wait(NULL, 0), MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_actor_mesh_free(NULL), MONARCH_ERR_INVALID_HANDLE, "NULL");
+    /* A handle that was never valid. */
+    CHECK_STATUS(monarch_future_wait((monarch_future *)(uintptr_t)0x123456789abcULL, 0),
+                 MONARCH_ERR_INVALID_HANDLE, "stale");
+
+    /* A freed future, then used, then freed again. */
+    monarch_future *f = NULL;
+    CHECK_OK(monarch_actor_mesh_call(am, "get", NULL, 0, MONARCH_CALL_ALL, &f));
+    CHECK_OK(monarch_future_wait(f, HANG_MS));
+    CHECK_OK(monarch_future_free(f));
+    CHECK_STATUS(monarch_future_wait(f, 0), MONARCH_ERR_INVALID_HANDLE, "stale");
+    bool ready = false;
+    CHECK_STATUS(monarch_future_poll(f, &ready), MONARCH_ERR_INVALID_HANDLE, "future");
+    monarch_value_mesh *vm = NULL;
+    CHECK_STATUS(monarch_future_take(f, &vm), MONARCH_ERR_INVALID_HANDLE, "future");
+    CHECK_STATUS(monarch_future_free(f), MONARCH_ERR_INVALID_HANDLE, "future");
+
+    /* A freed value mesh. */
+    vm = call(am, "get", NULL, 0, MONARCH_CALL_ALL);
+    CHECK_OK(monarch_value_mesh_free(vm));
+    size_t n = 0;
+    CHECK_STATUS(monarch_value_mesh_len(vm, &n), MONARCH_ERR_INVALID_HANDLE, "value mesh");
+
+    /* Wrong kinds: a proc mesh where an actor mesh is expected, and back. */
+    CHECK_STATUS(monarch_actor_mesh_call((monarch_actor_mesh *)pm, "get", NULL, 0,
+                                         MONARCH_CALL_ALL, &f),
+                 MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+    CHECK_STATUS(monarch_actor_mesh_free((monarch_actor_mesh *)pm), MONARCH_ERR_INVALID_HANDLE,
+                 "not a");
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    CHECK_STATUS(monarch_proc_mesh_shape((monarch_proc_mesh *)am, &buf, &len),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+    CHECK_STATUS(monarch_future_wait((monarch_future *)rt, 0), MONARCH_ERR_INVALID_HANDLE,
+                 "runtime");
+    /* The wrongly-typed free did not free the proc mesh. */
+    CHECK_OK(monarch_proc_mesh_shape(pm, &buf, &len));
+    CHECK(buf && len > 0, "proc mesh shape is empty");
+    monarch_buffer_free(buf, len);
+    monarch_buffer_free(NULL, 0);
+
+    /* NULL out-pointers and bad arguments. */
+    CHECK_STATUS(monarch_runtime_new(NULL), MONARCH_ERR_INVALID_ARGUMENT, "out");
+    CHECK_STATUS(monarch_proc_mesh_shape(pm, NULL, &len), MONARCH_ERR_INVALID_ARGUMENT, "out");
+    CHECK_STATUS(monarch_proc_mesh_shape(pm, &buf, NULL), MONARCH_ERR_INVALID_ARGUMENT,
+                 "out_len");
+    CHECK_STATUS(monarch_actor_mesh_call(am, "get", NULL, 0, MONARCH_CALL_ALL, NULL),
+                 MONARCH_ERR_INVALID_ARGUMENT, "out");
+    CHECK_STATUS(monarch_actor_mesh_call(am, NULL, NULL, 0, MONARCH_CALL_ALL, &f),
+                 MONARCH_ERR_INVALID_ARGUMENT, "method");
+    CHECK_STATUS(monarch_actor_mesh_call(am, "get", NULL, 0, 99, &f),
+                 MONARCH_ERR_INVALID_ARGUMENT, "mode");
+    monarch_bytes bad_part = {NULL, 5};
+    CHECK_STATUS(monarch_actor_mesh_call(am, "get", &bad_part, 1, MONARCH_CALL_ALL, &f),
+                 MONARCH_ERR_INVALID_ARGUMENT, "NULL");
+    CHECK_STATUS(monarch_runtime_fd(rt, NULL), MONARCH_ERR_INVALID_ARGUMENT, "out_fd");
+    monarch_actor_mesh *am2 = NULL;
+    CHECK_STATUS(monarch_actor_mesh_spawn(pm, "x", "counter", NULL, 0, &am2, NULL),
+                 MONARCH_ERR_INVALID_ARGUMENT, "out_ready");
+    CHECK_STATUS(monarch_actor_mesh_slice_index(am, "nope", 0, &am2),
+                 MONARCH_ERR_INVALID_ARGUMENT, "nope");
+    CHECK_STATUS(monarch_actor_mesh_slice_index(am, "hosts", 2, &am2),
+                 MONARCH_ERR_INVALID_ARGUMENT, "out of range");
+    CHECK_STATUS(monarch_actor_mesh_slice_range(am, "gpus", 0, 2, 0, &am2),
+                 MONARCH_ERR_INVALID_ARGUMENT, "step");
+    CHECK_STATUS(monarch_actor_mesh_from_ref(rt, (const uint8_t *)"garbage", 7, &am2),
+                 MONARCH_ERR_INVALID_ARGUMENT, "");
+    /* One runtime per process. */
+    monarch_runtime *rt2 = NULL;
+    CHECK_STATUS(monarch_runtime_new(&rt2), MONARCH_ERR_INVALID_ARGUMENT, "already");
+}
+
+static void test_future_wait_poll_and_fd(monarch_runtime *rt, monarch_actor_mesh *am) {
+    int fd = -1;
+    CHECK_OK(monarch_runtime_fd(rt, &fd));
+    CHECK(fd >= 0, "runtime fd is %d", fd);
+    CHECK_OK(monarch_runtime_clear_fd(rt));
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&pfd, 1, 0) == 0, "fd readable right after clear_fd");
+
+    /* rank 0 sleeps 300 ms before answering: the future is pending. */
+    monarch_actor_mesh *one = NULL, *row = NULL;
+    CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", 0, &row));
+    CHECK_OK(monarch_actor_mesh_slice_index(row, "gpus", 0, &one));
+    int64_t ms = 300;
+    monarch_bytes p = i64_part(&ms);
+    monarch_future *f = NULL;
+    CHECK_OK(monarch_actor_mesh_call(one, "sleep", &p, 1, MONARCH_CALL_ONE, &f));
+    CHECK_STATUS(monarch_future_wait(f, 0), MONARCH_ERR_TIMEOUT, "");
+    CHECK_STATUS(monarch_future_wait(f, 20), MONARCH_ERR_TIMEOUT, "");
+    bool ready = true;
+    CHECK_OK(monarch_future_poll(f, &ready));
+    CHECK(!ready, "future ready before the actor answered");
+    monarch_value_mesh *vm = NULL;
+    CHECK_STATUS(monarch_future_take(f, &vm), MONARCH_ERR_INVALID_ARGUMENT, "not complete");
+
+    /* The fd becomes readable when the future completes. */
+    int r = poll(&pfd, 1, HANG_MS);
+    CHECK(r == 1 && (pfd.revents & POLLIN), "poll(2) on the runtime fd: %d (%s)", r,
+          strerror(errno));
+    double t0 = now_s();
+    ready = false;
+    while (!ready && now_s() - t0 < HANG_MS / 1000.0) {
+        CHECK_OK(monarch_runtime_clear_fd(rt));
+        CHECK_OK(monarch_future_poll(f, &ready));
+        if (!ready) poll(&pfd, 1, 100);
+    }
+    CHECK(ready, "future not ready after the fd woke us");
+    CHECK_OK(monarch_future_wait(f, 0));
+    CHECK_OK(monarch_future_take(f, &vm));
+    CHECK(vm_len(vm) == 1, "sleep value mesh");
+    monarch_value_mesh_free(vm);
+    CHECK_STATUS(monarch_future_take(f, &vm), MONARCH_ERR_INVALID_ARGUMENT, "already");
+    monarch_future_free(f);
+    monarch_actor_mesh_free(one);
+    monarch_actor_mesh_free(row);
+}
+
+static int controller_main(void) {
+    CHECK(monarch_abi_version() == MONARCH_ABI_VERSION, "abi version %u",
+          monarch_abi_version());
+
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return 1;
+    }
+    exe[n] = '\0';
+
+    monarch_runtime *rt = NULL;
+    CHECK_OK(monarch_runtime_new(&rt));
+    if (!rt) return 1;
+    bool is_worker = true;
+    CHECK_OK(monarch_runtime_is_worker(rt, &is_worker));
+    CHECK(!is_worker, "controller thinks it is a worker");
+
+    const char *labels[] = {"hosts", "gpus"};
+    size_t sizes[] = {2, 2};
+    const char *argv[] = {exe};
+    monarch_proc_mesh *pm = NULL;
+    CHECK_OK(monarch_proc_mesh_spawn(rt, labels, sizes, 2, argv, 1, &pm));
+    if (!pm) return 1;
+
+    /* Spawn counters starting at 7. */
+    int64_t seven = 7;
+    monarch_bytes arg = i64_part(&seven);
+    monarch_actor_mesh *am = NULL;
+    monarch_future *ready = NULL;
+    CHECK_OK(monarch_actor_mesh_spawn(pm, "counter", "counter", &arg, 1, &am, &ready));
+    if (!am) return 1;
+    expect_all_ok(finish(ready), 4, __LINE__);
+
+    /* Shapes are flatbuffers; their length is all we look at here. */
+    uint8_t *shape = NULL;
+    size_t shape_len = 0;
+    CHECK_OK(monarch_actor_mesh_shape(am, &shape, &shape_len));
+    CHECK(shape && shape_len > 0, "actor mesh shape");
+    monarch_buffer_free(shape, shape_len);
+
+    /* Call and gather. */
+    EXPECT_INTS(call(am, "get", NULL, 0, MONARCH_CALL_ALL), 7, 7, 7, 7);
+    EXPECT_INTS(call(am, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
+    monarch_value_mesh *vm = call(am, "echo", (monarch_bytes[]){{(const uint8_t *)"ab", 2},
+                                                                {(const uint8_t *)"", 0}},
+                                  2, MONARCH_CALL_ALL);
+    CHECK(vm_len(vm) == 4, "echo len");
+    for (size_t i = 0; vm && i < 4; i++) {
+        bool is_err = true;
+        const char *err = NULL;
+        size_t np = 0;
+        const uint8_t *d = NULL;
+        size_t l = 99;
+        CHECK_OK(monarch_value_mesh_point(vm, i, &is_err, &err, &np));
+        CHECK(!is_err && np == 2, "echo point %zu: err=%d np=%zu", i, is_err, np);
+        CHECK_OK(monarch_value_mesh_part(vm, i, 0, &d, &l));
+        CHECK(l == 2 && memcmp(d, "ab", 2) == 0, "echo part 0");
+        CHECK_OK(monarch_value_mesh_part(vm, i, 1, &d, &l));
+        CHECK(l == 0, "echo part 1 len %zu", l);
+        CHECK_STATUS(monarch_value_mesh_part(vm, i, 2, &d, &l), MONARCH_ERR_INVALID_ARGUMENT,
+                     "out of range");
+    }
+    CHECK_STATUS(monarch_value_mesh_point(vm, 4, &(bool){0}, &(const char *){0}, &(size_t){0}),
+                 MONARCH_ERR_INVALID_ARGUMENT, "out of range");
+    if (vm) {
+        uint8_t *vs = NULL;
+        size_t vs_len = 0;
+        CHECK_OK(monarch_value_mesh_shape(vm, &vs, &vs_len));
+        CHECK(vs && vs_len > 0, "value mesh shape");
+        monarch_buffer_free(vs, vs_len);
+        monarch_value_mesh_free(vm);
+    }
+
+    /* Give each actor its own value with call_one on 0-d slices:
+     * base rank b = 2*h + g gets 7 + 10*b. */
+    for (size_t h = 0; h < 2; h++) {
+        for (size_t g = 0; g < 2; g++) {
+            monarch_actor_mesh *row = NULL, *one = NULL;
+            CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", h, &row));
+            CHECK_OK(monarch_actor_mesh_slice_index(row, "gpus", g, &one));
+            int64_t by = 10 * (int64_t)(2 * h + g);
+            monarch_bytes p = i64_part(&by);
+            EXPECT_INTS(call(one, "incr", &p, 1, MONARCH_CALL_ONE), 7 + by);
+            monarch_actor_mesh_free(one);
+            monarch_actor_mesh_free(row);
+        }
+    }
+    EXPECT_INTS(call(am, "get", NULL, 0, MONARCH_CALL_ALL), 7, 17, 27, 37);
+
+    /* Slices: by index, by range, negative bounds, slices of proc meshes. */
+    monarch_actor_mesh *s = NULL;
+    CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", 1, &s));
+    EXPECT_INTS(call(s, "get", NULL, 0, MONARCH_CALL_ALL), 27, 37);
+    EXPECT_INTS(call(s, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1);
+    monarch_actor_mesh_free(s);
+    CHECK_OK(monarch_actor_mesh_slice_range(am, "gpus", 1, MONARCH_SLICE_END, 1, &s));
+    EXPECT_INTS(call(s, "get", NULL, 0, MONARCH_CALL_ALL), 17, 37);
+    monarch_actor_mesh_free(s);
+    CHECK_OK(monarch_actor_mesh_slice_range(am, "hosts", -1, MONARCH_SLICE_END, 1, &s));
+    EXPECT_INTS(call(s, "get", NULL, 0, MONARCH_CALL_ALL), 27, 37);
+    monarch_actor_mesh_free(s);
+    CHECK_OK(monarch_actor_mesh_slice_range(am, "gpus", 0, 0, 1, &s));
+    vm = call(s, "get", NULL, 0, MONARCH_CALL_ALL); /* empty slice: no points */
+    CHECK(vm && vm_len(vm) == 0, "empty slice answered with %zu points", vm_len(vm));
+    if (vm) monarch_value_mesh_free(vm);
+    monarch_actor_mesh_free(s);
+    monarch_proc_mesh *ps = NULL;
+    CHECK_OK(monarch_proc_mesh_slice_index(pm, "hosts", 0, &ps));
+    monarch_proc_mesh *ps2 = NULL;
+    CHECK_OK(monarch_proc_mesh_slice_range(ps, "gpus", 1, 2, 1, &ps2));
+    CHECK_OK(monarch_proc_mesh_shape(ps2, &shape, &shape_len));
+    monarch_buffer_free(shape, shape_len);
+    monarch_proc_mesh_free(ps2);
+    monarch_proc_mesh_free(ps);
+
+    /* call_one on 4 actors is an argument error; nothing is sent. */
+    monarch_future *f = NULL;
+    CHECK_STATUS(monarch_actor_mesh_call(am, "incr", NULL, 0, MONARCH_CALL_ONE, &f),
+                 MONARCH_ERR_INVALID_ARGUMENT, "exactly one");
+
+    /* Choose: exactly one actor answers. */
+    vm = call(am, "incr", NULL, 0, MONARCH_CALL_CHOOSE);
+    CHECK(vm_len(vm) == 1, "choose answered by %zu actors", vm_len(vm));
+    if (vm) monarch_value_mesh_free(vm);
+    vm = call(am, "get", NULL, 0, MONARCH_CALL_ALL);
+    int64_t sum = 0;
+    for (size_t i = 0; i < 4; i++) sum += vm_i64(vm, i);
+    CHECK(sum == 7 + 17 + 27 + 37 + 1, "sum after choose: %lld", (long long)sum);
+    if (vm) monarch_value_mesh_free(vm);
+
+    /* Broadcast (no future, out may be NULL), then a call sees its effects. */
+    int64_t minus = -1;
+    monarch_bytes pm1 = i64_part(&minus);
+    vm = call(am, "get", NULL, 0, MONARCH_CALL_ALL);
+    int64_t before[4];
+    for (size_t i = 0; i < 4; i++) before[i] = vm_i64(vm, i);
+    if (vm) monarch_value_mesh_free(vm);
+    for (int i = 0; i < 100; i++)
+        CHECK_OK(monarch_actor_mesh_call(am, "incr", NULL, 0, MONARCH_CALL_BROADCAST, NULL));
+    f = (monarch_future *)1;
+    CHECK_OK(monarch_actor_mesh_call(am, "incr", &pm1, 1, MONARCH_CALL_BROADCAST, &f));
+    CHECK(f == NULL, "broadcast wrote a future");
+    EXPECT_INTS(call(am, "get", NULL, 0, MONARCH_CALL_ALL), before[0] + 99, before[1] + 99,
+                before[2] + 99, before[3] + 99);
+
+    /* Endpoint errors are error points; the actors still answer after. */
+    expect_errors(call(am, "fail", NULL, 0, MONARCH_CALL_ALL), 4, "fail raised", __LINE__);
+    expect_errors(call(am, "no_such_endpoint", NULL, 0, MONARCH_CALL_ALL), 4,
+                  "no_such_endpoint", __LINE__);
+    EXPECT_INTS(call(am, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
+
+    /* Constructor failure: the ready future holds error points, later
+     * calls are answered with an error by the runtime. */
+    monarch_actor_mesh *bad = NULL;
+    CHECK_OK(monarch_actor_mesh_spawn(pm, "bad", "no_such_type", NULL, 0, &bad, &ready));
+    expect_errors(finish(ready), 4, "no_such_type", __LINE__);
+    expect_errors(call(bad, "get", NULL, 0, MONARCH_CALL_ALL), 4, "failed", __LINE__);
+    monarch_actor_mesh_free(bad);
+
+    test_bad_handles_and_args(rt, pm, am);
+    test_future_wait_poll_and_fd(rt, am);
+    test_this_proc(rt);
+
+    /* Reference round trip from the same runtime. */
+    uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    CHECK_OK(monarch_actor_mesh_to_ref(am, &ref, &ref_len));
+    monarch_actor_mesh *back = NULL;
+    CHECK_OK(monarch_actor_mesh_from_ref(rt, ref, ref_len, &back));
+    monarch_buffer_free(ref, ref_len);
+    EXPECT_INTS(call(back, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
+    monarch_actor_mesh_free(back);
+
+    /* A proc that exits while its call is in flight fails only its point. */
+    monarch_actor_mesh *row = NULL, *last = NULL;
+    CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", 1, &row));
+    CHECK_OK(monarch_actor_mesh_slice_index(row, "gpus", 1, &last));
+    double t0 = now_s();
+    expect_errors(call(last, "exit", NULL, 0, MONARCH_CALL_ONE), 1, "code 3", __LINE__);
+    double dt = now_s() - t0;
+    CHECK(dt < 3.0, "the failed point took %.3f s", dt);
+    vm = call(am, "rank", NULL, 0, MONARCH_CALL_ALL);
+    CHECK(vm_len(vm) == 4, "len after exit");
+    for (size_t i = 0; i < 3; i++) CHECK(vm_i64(vm, i) == (int64_t)i, "rank %zu", i);
+    bool is_err = false;
+    const char *err = NULL;
+    size_t np = 0;
+    if (vm) {
+        CHECK_OK(monarch_value_mesh_point(vm, 3, &is_err, &err, &np));
+        CHECK(is_err && err && *err, "dead rank 3 answered");
+        monarch_value_mesh_free(vm);
+    }
+    monarch_actor_mesh_free(last);
+    monarch_actor_mesh_free(row);
+
+    /* Stop the actors, then the procs. */
+    monarch_future *stopped = NULL;
+    monarch_actor_mesh *first_host = NULL;
+    CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", 0, &first_host));
+    CHECK_OK(monarch_actor_mesh_stop(first_host, &stopped));
+    expect_all_ok(finish(stopped), 2, __LINE__);
+    expect_errors(call(first_host, "get", NULL, 0, MONARCH_CALL_ALL), 2, "no actor", __LINE__);
+    monarch_actor_mesh_free(first_host);
+
+    CHECK_OK(monarch_proc_mesh_stop(pm, &stopped));
+    expect_all_ok(finish(stopped), 4, __LINE__);
+    CHECK_OK(monarch_actor_mesh_free(am));
+    CHECK_OK(monarch_proc_mesh_free(pm));
+    CHECK_STATUS(monarch_proc_mesh_free(pm), MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+
+    CHECK_OK(monarch_runtime_free(rt));
+    CHECK_STATUS(monarch_runtime_free(rt), MONARCH_ERR_INVALID_HANDLE, "runtime");
+    CHECK_STATUS(monarch_runtime_this_proc(rt, &pm), MONARCH_ERR_INVALID_HANDLE, "runtime");
+
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+int main(void) {
+    if (getenv("MONARCH_CONTROLLER")) return worker_main();
+    return controller_main();
+}
