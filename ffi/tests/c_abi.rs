@@ -1,0 +1,131 @@
+//! Compile `tests/c/abi_test.c` with the system C compiler against the
+//! libmonarch.so this test build produced, and run it. The program is its
+//! own worker: it spawns 4 procs of itself (see the file's header).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Only there to turn a hang into a failure.
+const HANG: Duration = Duration::from_secs(120);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The directory holding the libmonarch.so of this build: the test
+/// executable lives in target/<profile>/deps, the library in the parent
+/// directories (target/<profile>, or deps itself).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    for dir in exe.ancestors().skip(1) {
+        if dir.join("libmonarch.so").is_file() {
+            return dir.to_path_buf();
+        }
+    }
+    panic!(
+        "libmonarch.so not found in any parent directory of {}; \
+         build the cdylib first (`cargo build -p monarch-ffi`)",
+        exe.display()
+    );
+}
+
+fn out_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
+    std::fs::create_dir_all(&d).expect("create test output dir");
+    d
+}
+
+fn compile(out: &Path, extra: &[&str]) -> Output {
+    let lib = lib_dir();
+    let root = workspace();
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.arg("-std=c11")
+        .args(["-Wall", "-Wextra", "-Werror", "-g"])
+        .args(extra)
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(root.join("tests/c/abi_test.c"))
+        .arg("-o")
+        .arg(out)
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lmonarch")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lpthread");
+    cmd.output().expect("run the C compiler")
+}
+
+/// Run `bin` with a hang guard; returns its output.
+fn run(bin: &Path, env: &[(&str, &str)]) -> Output {
+    let mut child = Command::new(bin)
+        .envs(env.iter().copied())
+        // A controller must not inherit a bootstrap environment.
+        .env_remove("MONARCH_CONTROLLER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the C test");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if start.elapsed() > HANG {
+            // Its procs die with it (PR_SET_PDEATHSIG).
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect output");
+            panic!(
+                "{} hung for {HANG:?}\n--- stdout\n{}\n--- stderr\n{}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collect output")
+}
+
+fn assert_passed(what: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains(" passed, 0 failed"),
+        "{what} failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn c_abi_end_to_end() {
+    let bin = out_dir().join("abi_test");
+    let built = compile(&bin, &[]);
+    assert!(
+        built.status.success(),
+        "compiling tests/c/abi_test.c failed\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let out = run(&bin, &[]);
+    assert_passed("abi_test", &out);
+}
+
+/// The same program built with AddressSanitizer (the C side is
+/// instrumented; libmonarch itself is not). Leak detection is left on: the
+/// program frees everything it gets from the library.
+#[test]
+fn c_abi_end_to_end_asan() {
+    let bin = out_dir().join("abi_test_asan");
+    let built = compile(&bin, &["-fsanitize=address", "-fno-omit-frame-pointer"]);
+    assert!(
+        built.status.success(),
+        "compiling tests/c/abi_test.c with -fsanitize=address failed\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let out = run(&bin, &[("ASAN_OPTIONS", "abort_on_error=0:exitcode=86")]);
+    assert_passed("abi_test (ASan)", &out);
+}
