@@ -1,0 +1,94 @@
+//! The `monarch` command line: help texts and exit codes.
+
+use std::process::{Command, Output};
+
+fn monarch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_monarch"))
+        .args(args)
+        .env_remove("MONARCH_CONTROLLER")
+        .output()
+        .expect("run monarch")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn top_level_help_lists_the_commands() {
+    for args in [&["--help"][..], &["-h"], &["help"]] {
+        let o = monarch(args);
+        assert!(o.status.success(), "{args:?}: {}", o.status);
+        let out = stdout(&o);
+        assert!(out.contains("Usage: monarch <COMMAND>"), "{out}");
+        assert!(out.contains("worker"), "{out}");
+        assert!(
+            out.contains("host") && out.contains("NOT IMPLEMENTED"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn worker_help_describes_the_builtin_actors() {
+    for args in [
+        &["worker", "--help"][..],
+        &["worker", "-h"],
+        &["help", "worker"],
+    ] {
+        let o = monarch(args);
+        assert!(o.status.success(), "{args:?}: {}", o.status);
+        let out = stdout(&o);
+        assert!(out.contains("Usage: monarch worker"), "{out}");
+        for word in ["echo", "counter", "bad", "incr", "MONARCH_CONTROLLER"] {
+            assert!(out.contains(word), "worker help lacks '{word}':\n{out}");
+        }
+    }
+}
+
+#[test]
+fn usage_errors_exit_non_zero_with_a_message() {
+    let o = monarch(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing command"), "{}", stderr(&o));
+
+    let o = monarch(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown command 'frobnicate'"));
+
+    let o = monarch(&["worker", "--bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unexpected argument '--bogus'"));
+}
+
+#[test]
+fn worker_without_a_controller_refuses_to_start() {
+    let o = monarch(&["worker"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("MONARCH_CONTROLLER is not set"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn host_is_not_implemented_yet() {
+    let o = monarch(&["host", "--listen", "127.0.0.1:0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not implemented"), "{}", stderr(&o));
+    let o = monarch(&["host", "--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("NOT IMPLEMENTED"));
+}
+
+#[test]
+fn version() {
+    let o = monarch(&["--version"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("monarch "));
+}
