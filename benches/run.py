@@ -23,7 +23,7 @@ class Bench(Actor):
         return None
 
     @endpoint
-    def size(self, data):
+    def nbytes(self, data):
         return len(data)
 
 
@@ -128,11 +128,11 @@ def main() -> int:
     procs8.stop().get()
 
     payload = bytes(64 << 20)
-    one.size.call_one(payload).get()
+    one.nbytes.call_one(payload).get()
     best = float("inf")
     for _ in range(5):
         t = time.perf_counter()
-        n = one.size.call_one(payload).get()
+        n = one.nbytes.call_one(payload).get()
         best = min(best, time.perf_counter() - t)
     assert n == len(payload)
     rows.append(("one 64 MiB payload", f"{len(payload) / best / 1e9:.2f} GB/s", ">= 4 GB/s", ""))

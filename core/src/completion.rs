@@ -7,7 +7,7 @@
 //! peer is not starved) before parking on a condition variable.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,10 +24,54 @@ pub fn spin_budget() -> Duration {
     })
 }
 
-/// Spin until `ready()` holds or the spin budget (capped by `deadline`) is
-/// spent. Returns whether `ready()` became true.
-pub fn spin_until(deadline: Option<Instant>, ready: impl Fn() -> bool) -> bool {
-    let budget = spin_budget();
+/// Learns, for one place where threads wait, whether spinning pays off.
+///
+/// Spinning only helps when the wait is usually shorter than the budget; a
+/// proc that waits a millisecond for each message would just burn a core
+/// that its neighbours need (on 2 cores, eight spinning procs starve the
+/// ones with work). So the policy keeps a moving average of how long waits
+/// took and spins only while it is within budget, probing every 8th wait.
+pub struct SpinPolicy {
+    avg_ns: AtomicU64,
+    waits: AtomicU64,
+}
+
+impl Default for SpinPolicy {
+    fn default() -> Self {
+        SpinPolicy::new()
+    }
+}
+
+impl SpinPolicy {
+    pub const fn new() -> SpinPolicy {
+        SpinPolicy {
+            avg_ns: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+        }
+    }
+
+    /// How long the next wait may spin.
+    pub fn budget(&self) -> Duration {
+        let max = spin_budget();
+        let n = self.waits.fetch_add(1, Ordering::Relaxed);
+        if self.avg_ns.load(Ordering::Relaxed) <= max.as_nanos() as u64 || n.is_multiple_of(8) {
+            max
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Record how long a wait took in all (spinning plus parked).
+    pub fn record(&self, waited: Duration) {
+        let w = waited.as_nanos().min(u64::MAX as u128) as u64;
+        let old = self.avg_ns.load(Ordering::Relaxed);
+        self.avg_ns.store(old - old / 8 + w / 8, Ordering::Relaxed);
+    }
+}
+
+/// Spin until `ready()` holds or `budget` (capped by `deadline`) is spent.
+/// Returns whether `ready()` became true.
+pub fn spin_until(budget: Duration, deadline: Option<Instant>, ready: impl Fn() -> bool) -> bool {
     if budget.is_zero() {
         return ready();
     }
@@ -103,6 +147,13 @@ impl Notifier {
 /// parked reader thread.
 pub trait Pump: Send + Sync {
     fn pump(&self);
+    /// The spin policy of the waits this pump serves.
+    fn policy(&self) -> &SpinPolicy;
+    /// Block until `ready()` or the deadline (reading sockets meanwhile);
+    /// returns `ready()`.
+    fn park(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool;
+    /// Wake threads blocked in `park` so they re-check.
+    fn wake(&self);
 }
 
 /// A value that arrives once. Cloneable handle; any thread may wait.
@@ -159,6 +210,9 @@ impl<T> Completion<T> {
             self.inner.ready.store(true, Ordering::Release);
         }
         self.inner.cv.notify_all();
+        if let Some(p) = &self.inner.pump {
+            p.wake();
+        }
         if let Some(n) = &self.inner.notifier {
             n.signal();
         }
@@ -176,13 +230,23 @@ impl<T> Completion<T> {
             return true;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let spun = spin_until(deadline, || {
-            if let Some(p) = &self.inner.pump {
-                p.pump();
-            }
+        let Some(pump) = &self.inner.pump else {
+            return self.park(deadline);
+        };
+        let start = Instant::now();
+        let spun = spin_until(pump.policy().budget(), deadline, || {
+            pump.pump();
             self.is_ready()
         });
-        if spun {
+        let ready = spun || pump.park(deadline, &|| self.is_ready());
+        if ready {
+            pump.policy().record(start.elapsed());
+        }
+        ready
+    }
+
+    fn park(&self, deadline: Option<Instant>) -> bool {
+        if self.is_ready() {
             return true;
         }
         let mut g = self.inner.value.lock().unwrap_or_else(|p| p.into_inner());

@@ -10,16 +10,16 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io::BufReader;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
-use crate::completion::{spin_until, Completion, Notifier, Pump};
+use crate::completion::{spin_until, Completion, Notifier, Pump, SpinPolicy};
 use crate::conn::{wait_fd, Conn};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{read_frame, Frame, FrameError};
@@ -143,8 +143,23 @@ struct GatherState {
 
 struct EventQueue {
     q: Mutex<VecDeque<Event>>,
-    cv: Condvar,
     len: AtomicUsize,
+}
+
+/// Threads parked in [`Inner::park`], each on its own eventfd.
+struct Parking {
+    fds: Mutex<Vec<RawFd>>,
+    count: AtomicUsize,
+}
+
+thread_local! {
+    /// This thread's wake-up descriptor for parking.
+    static PARK_FD: Option<OwnedFd> = {
+        // SAFETY: plain syscall; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        // SAFETY: a fresh descriptor we own.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    };
 }
 
 pub(crate) struct Inner {
@@ -158,6 +173,7 @@ pub(crate) struct Inner {
     ports: Mutex<HashMap<u64, Arc<Gather>>>,
     actors: Mutex<HashMap<String, ActorState>>,
     events: EventQueue,
+    parking: Parking,
     children: Mutex<HashMap<String, Arc<Child>>>,
     ready: Mutex<HashMap<String, Completion<Result<()>>>>,
     next_id: AtomicU64,
@@ -165,15 +181,34 @@ pub(crate) struct Inner {
     stopped: AtomicBool,
     /// Lets waiters read our sockets while they spin.
     pump: Arc<dyn Pump>,
+    /// Spin policy of `next_event`.
+    event_spin: SpinPolicy,
 }
 
-struct WeakPump(Weak<Inner>);
+struct WeakPump {
+    rt: Weak<Inner>,
+    policy: SpinPolicy,
+}
 
 impl Pump for WeakPump {
     fn pump(&self) {
-        if let Some(rt) = self.0.upgrade() {
+        if let Some(rt) = self.rt.upgrade() {
             rt.pump();
         }
+    }
+    fn park(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
+        match self.rt.upgrade() {
+            Some(rt) => rt.park(deadline, ready),
+            None => ready(),
+        }
+    }
+    fn wake(&self) {
+        if let Some(rt) = self.rt.upgrade() {
+            rt.wake_parked();
+        }
+    }
+    fn policy(&self) -> &SpinPolicy {
+        &self.policy
     }
 }
 
@@ -235,15 +270,22 @@ impl Runtime {
             actors: Mutex::new(HashMap::new()),
             events: EventQueue {
                 q: Mutex::new(VecDeque::new()),
-                cv: Condvar::new(),
                 len: AtomicUsize::new(0),
+            },
+            parking: Parking {
+                fds: Mutex::new(Vec::new()),
+                count: AtomicUsize::new(0),
             },
             children: Mutex::new(HashMap::new()),
             ready: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
-            pump: Arc::new(WeakPump(weak.clone())),
+            pump: Arc::new(WeakPump {
+                rt: weak.clone(),
+                policy: SpinPolicy::new(),
+            }),
+            event_spin: SpinPolicy::new(),
         });
         let acc = inner.clone();
         std::thread::Builder::new()
@@ -415,37 +457,37 @@ impl Runtime {
     /// are answered with an error here and never surface.
     pub fn next_event(&self, timeout: Option<Duration>) -> Result<Event> {
         let q = &self.inner.events;
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let started = Instant::now();
+        let deadline = timeout.map(|t| started + t);
         loop {
             if q.len.load(Ordering::Acquire) == 0 {
-                spin_until(deadline, || {
+                spin_until(self.inner.event_spin.budget(), deadline, || {
                     self.inner.pump();
                     q.len.load(Ordering::Acquire) > 0 || self.inner.stopped.load(Ordering::Relaxed)
                 });
             }
-            let ev = {
+            let popped = {
                 let mut g = q.q.lock().unwrap_or_else(|p| p.into_inner());
-                loop {
-                    if let Some(ev) = g.pop_front() {
-                        q.len.fetch_sub(1, Ordering::AcqRel);
-                        break ev;
-                    }
-                    if self.inner.stopped.load(Ordering::Relaxed) {
+                let ev = g.pop_front();
+                if ev.is_some() {
+                    q.len.fetch_sub(1, Ordering::AcqRel);
+                }
+                ev
+            };
+            let ev = match popped {
+                Some(ev) => ev,
+                None => {
+                    if self.inner.stopped.load(Ordering::SeqCst) {
                         return Err(Error::new(ErrorKind::Stopped, "runtime was shut down"));
                     }
-                    match deadline {
-                        None => g = q.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
-                        Some(d) => {
-                            let now = Instant::now();
-                            if now >= d {
-                                return Err(Error::new(ErrorKind::Timeout, "no event"));
-                            }
-                            g =
-                                q.cv.wait_timeout(g, d - now)
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .0;
-                        }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(Error::new(ErrorKind::Timeout, "no event"));
                     }
+                    self.inner.park(deadline, &|| {
+                        q.len.load(Ordering::SeqCst) > 0
+                            || self.inner.stopped.load(Ordering::SeqCst)
+                    });
+                    continue;
                 }
             };
             if ev.kind == EventKind::Message {
@@ -457,6 +499,7 @@ impl Runtime {
                     continue;
                 }
             }
+            self.inner.event_spin.record(started.elapsed());
             return Ok(ev);
         }
     }
@@ -521,7 +564,7 @@ impl Runtime {
             g.done
                 .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
         }
-        self.inner.events.cv.notify_all();
+        self.inner.wake_parked();
     }
 
     fn check_running(&self) -> Result<()> {
@@ -795,13 +838,119 @@ impl Inner {
         self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
     }
 
+    /// Wake every parked thread so it re-checks what it waits for.
+    fn wake_parked(&self) {
+        // Pairs with the registration in `park`: either the parked thread
+        // sees the state change, or we see it registered.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.parking.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let one: u64 = 1;
+        for fd in self
+            .parking
+            .fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            // SAFETY: 8-byte write to a live eventfd (a parked thread's own;
+            // it stays registered, hence open, until that thread unparks).
+            unsafe { libc::write(*fd, &one as *const u64 as *const _, 8) };
+        }
+    }
+
+    /// Block until `ready()` or the deadline, sleeping in `poll` on this
+    /// thread's wake descriptor *and* our connections, so a message that
+    /// arrives is read by this thread directly (one wake-up, not a reader
+    /// thread's plus ours). Returns `ready()`.
+    fn park(self: &Arc<Self>, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
+        let Some(own) = PARK_FD.with(|f| f.as_ref().map(|f| f.as_raw_fd())) else {
+            // No eventfd for this thread: fall back to short sleeps.
+            while !ready() && deadline.is_none_or(|d| Instant::now() < d) {
+                std::thread::sleep(Duration::from_micros(200));
+                self.pump();
+            }
+            return ready();
+        };
+        loop {
+            if ready() {
+                return true;
+            }
+            let timeout = match deadline {
+                None => None,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return ready();
+                    }
+                    Some(d - now)
+                }
+            };
+            {
+                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
+                fds.push(own);
+                self.parking.count.fetch_add(1, Ordering::SeqCst);
+            }
+            // Re-check after registering: a wake-up sent before we
+            // registered would otherwise be lost.
+            let done = ready();
+            if !done {
+                let mut pfds = vec![libc::pollfd {
+                    fd: own,
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                for c in self
+                    .conns
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                {
+                    pfds.push(libc::pollfd {
+                        fd: c.fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+                let ts = timeout.map(|t| libc::timespec {
+                    tv_sec: t.as_secs() as libc::time_t,
+                    tv_nsec: t.subsec_nanos() as libc::c_long,
+                });
+                // SAFETY: valid pollfd array and optional timespec.
+                unsafe {
+                    libc::ppoll(
+                        pfds.as_mut_ptr(),
+                        pfds.len() as libc::nfds_t,
+                        ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+                        std::ptr::null(),
+                    )
+                };
+            }
+            {
+                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(i) = fds.iter().position(|f| *f == own) {
+                    fds.swap_remove(i);
+                }
+                self.parking.count.fetch_sub(1, Ordering::SeqCst);
+            }
+            let mut v: u64 = 0;
+            // SAFETY: draining our own non-blocking eventfd into a u64.
+            unsafe { libc::read(own, &mut v as *mut u64 as *mut _, 8) };
+            if done {
+                return true;
+            }
+            self.pump();
+        }
+    }
+
     fn push_event(&self, ev: Event) {
         {
             let mut q = self.events.q.lock().unwrap_or_else(|p| p.into_inner());
             q.push_back(ev);
             self.events.len.fetch_add(1, Ordering::AcqRel);
         }
-        self.events.cv.notify_one();
+        self.wake_parked();
         self.notifier.signal();
     }
 

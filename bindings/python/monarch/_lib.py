@@ -19,32 +19,15 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import threading
-
-from cffi import FFI
 
 ABI_VERSION = 1
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_PKG_DIR)))
 
-_DEFINE_INT = re.compile(r"^\s*#\s*define\s+[A-Za-z_][A-Za-z0-9_]*\s+-?(0x[0-9a-fA-F]+|\d+)\s*$")
-
-
-def _cdef_from_header(text: str) -> str:
-    """Turn monarch.h into something cffi's cdef accepts."""
-    out = []
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("#"):
-            if _DEFINE_INT.match(s):
-                out.append(s)
-            continue
-        if s.startswith('extern "C"') or (s.startswith("}") and 'extern "C"' in s):
-            continue
-        out.append(line)
-    return "\n".join(out)
+from ._cdef import cdef_from_header as _cdef_from_header  # noqa: E402
+from ._cdef import header_digest  # noqa: E402
 
 
 def _locate() -> tuple[str, str]:
@@ -69,12 +52,28 @@ def _locate() -> tuple[str, str]:
     )
 
 
+def _ffi_for(hdr: str):
+    """The pre-built cffi module when it was made from this very header
+    (fast), else a cdef parsed from the header text (~50 ms of pycparser)."""
+    with open(hdr, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        from . import _monarch_cffi
+
+        if _monarch_cffi.HEADER_DIGEST == header_digest(text):
+            return _monarch_cffi.ffi
+    except ImportError:
+        pass
+    from cffi import FFI
+
+    ffi = FFI()
+    ffi.cdef(_cdef_from_header(text))
+    return ffi
+
+
 def _load():
     so, hdr = _locate()
-    with open(hdr, encoding="utf-8") as f:
-        cdef = _cdef_from_header(f.read())
-    ffi = FFI()
-    ffi.cdef(cdef)
+    ffi = _ffi_for(hdr)
     lib = ffi.dlopen(so)
     version = lib.monarch_abi_version()
     if version != ABI_VERSION:
