@@ -109,7 +109,12 @@ impl Drop for Event {
     fn drop(&mut self) {
         // A binding that drops a message without answering must not leave
         // the caller waiting forever.
-        if !self.answered && matches!(self.kind, EventKind::Spawn | EventKind::Message) {
+        if !self.answered
+            && matches!(
+                self.kind,
+                EventKind::Spawn | EventKind::Message | EventKind::StopActor
+            )
+        {
             if let Some(rt) = self.rt.upgrade() {
                 let msg = format!(
                     "actor '{}' dropped the message for '{}' without replying",
@@ -1153,8 +1158,16 @@ impl Inner {
             self.dispatch(&self.addr.clone(), frame);
             return Ok(());
         }
-        let conn = self.conn_to(addr)?;
-        self.write(&conn, env, parts)
+        self.conn_to(addr)
+            .and_then(|conn| self.write(&conn, env, parts))
+            .map_err(|e| match e.kind {
+                // Our child refusing or dropping the connection is most
+                // likely exiting: report how it ended, not the socket error.
+                ErrorKind::ProcFailed => self
+                    .child_exit_error(addr, Duration::from_millis(500))
+                    .unwrap_or(e),
+                _ => e,
+            })
     }
 
     fn conn_to(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
@@ -1193,19 +1206,27 @@ impl Inner {
                 return Ok(c.clone());
             }
         }
-        if let Some(exit) = self
+        if let Some(e) = self.child_exit_error(addr, Duration::ZERO) {
+            return Err(e);
+        }
+        self.connect(addr)
+    }
+
+    /// If `addr` is a child of ours that has exited (waiting up to `wait`
+    /// for it to be reaped), an error saying how it ended.
+    fn child_exit_error(&self, addr: &str, wait: Duration) -> Option<Error> {
+        let child = self
             .children
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(addr)
-            .and_then(|c| c.exit.peek())
-        {
-            return Err(Error::new(
-                ErrorKind::ProcFailed,
-                format!("proc {addr} {exit}"),
-            ));
-        }
-        self.connect(addr)
+            .cloned()?;
+        child.exit.wait(Some(wait));
+        let exit = child.exit.peek()?;
+        Some(Error::new(
+            ErrorKind::ProcFailed,
+            format!("proc {addr} {exit}"),
+        ))
     }
 
     fn write(&self, conn: &Conn, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
