@@ -18,6 +18,8 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
+# Run by `make test` so they keep working; the first is `make demo`.
+EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py
 
 # Release everywhere: `cargo build --release`, the library that
 # `pip install ./bindings/python` bundles and `cargo test --release` then
@@ -92,6 +94,7 @@ test: venv build install
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test $(CARGO_PROFILE) --workspace
 	$(VPY) -m pytest -q bindings/python/tests
+	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
 	scripts/check-orphans.sh
 
 # ---------------------------------------------------------------- clean

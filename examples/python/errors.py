@@ -2,7 +2,7 @@
 
 - an endpoint that raises: the caller gets ActorError with the remote
   traceback, the actor lives on;
-- a constructor that raises: the spawn's later calls fail with ActorError;
+- a constructor that raises: spawn() raises ActorError;
 - a proc that dies mid-call: the call fails promptly, other ranks answer.
 
 Run: .venv/bin/python examples/python/errors.py
@@ -48,9 +48,8 @@ def main():
         print("endpoint raised -> ActorError:", str(e).strip().splitlines()[-1])
     print("still serving:", list(workers.ok.call().get().values()))
 
-    bad = procs.spawn("bad", BadInit)
     try:
-        bad.ok.call().get()
+        procs.spawn("bad", BadInit)
     except ActorError as e:
         print("constructor raised -> ActorError:", str(e).strip().splitlines()[-1])
 

@@ -45,19 +45,20 @@ def main():
     for rank, pid in counters.whoami.call().get().values():
         print(f"  rank {rank} lives in pid {pid}")
 
-    print("counters.incr.call(2)        ->", list(counters.incr.call(2).get().values()))
+    print("counters.incr.call(2).get() ->")
+    print(counters.incr.call(2).get())
 
     one = counters.slice(gpus=1)
-    print("slice(gpus=1).incr.call_one()->", one.incr.call_one().get())
+    print("slice(gpus=1).incr.call_one() ->", one.incr.call_one().get())
 
     counters.incr.broadcast(100)
-    print("counters.incr.broadcast(100) -> (no reply)")
-    print("counters.read.call()         ->", list(counters.read.call().get().values()))
+    print("counters.incr.broadcast(100)  -> (no reply)")
+    print("counters.read.call()          ->", list(counters.read.call().get().values()))
 
     local = this_proc().spawn("c", Counter, 0)
     rank, pid = local.whoami.call_one().get()
     print(f"this_proc().spawn('c', Counter, 0): runs in pid {pid} (the controller: {pid == os.getpid()})")
-    print("local.incr.call_one(5)       ->", local.incr.call_one(5).get())
+    print("local.incr.call_one(5)        ->", local.incr.call_one(5).get())
 
     try:
         counters.slice(gpus=2).divide.call_one(0).get()
