@@ -167,15 +167,19 @@ monarch_status monarch_runtime_next_event(struct monarch_runtime *rt,
 
 // Start a proc mesh of the given shape (`ndim` dimensions named
 // `labels[i]` of size `sizes[i]`): one OS process per point, each running
-// the bootstrap command `argv[0..argc]` with the bootstrap environment
-// added. Returns at once; the procs report ready in the background and
-// anything sent to them waits for that. Procs die with this process.
+// the bootstrap command `argv[0..argc]`. Each inherits this process's
+// environment plus `env[0..nenv]` ("NAME=value" strings; may be NULL when
+// `nenv` is 0) plus the bootstrap variables. Returns at once; the procs
+// report ready in the background and anything sent to them waits for
+// that. Procs die with this process.
 monarch_status monarch_proc_mesh_spawn(struct monarch_runtime *rt,
                                        const char *const *labels,
                                        const size_t *sizes,
                                        size_t ndim,
                                        const char *const *argv,
                                        size_t argc,
+                                       const char *const *env,
+                                       size_t nenv,
                                        struct monarch_proc_mesh **out);
 
 // Write the mesh's Shape (a `monarch.schema.Shape` flatbuffer) to

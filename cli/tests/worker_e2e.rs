@@ -35,13 +35,13 @@ impl Controller {
     /// 4 procs as {hosts: 2, gpus: 2}.
     fn procs_2x2(&self) -> ProcMesh {
         let shape = Shape::new(&[("hosts", 2), ("gpus", 2)]).unwrap();
-        ProcMesh::spawn(&self.rt, shape, &worker_argv()).expect("spawn procs")
+        ProcMesh::spawn(&self.rt, shape, &worker_argv(), &[]).expect("spawn procs")
     }
 
     /// 4 procs as {gpus: 4}.
     fn procs_4(&self) -> ProcMesh {
         let shape = Shape::new(&[("gpus", 4)]).unwrap();
-        ProcMesh::spawn(&self.rt, shape, &worker_argv()).expect("spawn procs")
+        ProcMesh::spawn(&self.rt, shape, &worker_argv(), &[]).expect("spawn procs")
     }
 }
 
@@ -437,7 +437,7 @@ fn runtime_shutdown_stops_procs_and_fails_pending_work() {
     for pid in &pids {
         assert!(!alive(*pid), "pid {pid} outlived the runtime");
     }
-    let e = ProcMesh::spawn(&c.rt, Shape::new(&[("x", 1)]).unwrap(), &worker_argv())
+    let e = ProcMesh::spawn(&c.rt, Shape::new(&[("x", 1)]).unwrap(), &worker_argv(), &[])
         .err()
         .expect("spawn after shutdown");
     assert_eq!(e.kind, ErrorKind::Stopped);

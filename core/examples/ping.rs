@@ -37,7 +37,7 @@ fn main() {
         .unwrap_or(20000);
     let rt = Runtime::new().expect("runtime");
     let exe = std::env::current_exe().unwrap().display().to_string();
-    let pm = ProcMesh::spawn(&rt, Shape::new(&[("gpus", 1)]).unwrap(), &[exe]).unwrap();
+    let pm = ProcMesh::spawn(&rt, Shape::new(&[("gpus", 1)]).unwrap(), &[exe], &[]).unwrap();
     let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
     assert!(ready.wait(Some(Duration::from_secs(30))));
     let one = am.at("gpus", 0).unwrap();

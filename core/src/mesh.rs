@@ -38,15 +38,21 @@ pub enum CallMode {
 
 impl ProcMesh {
     /// Start one OS process per point of `shape`, each running `argv` with
-    /// the bootstrap environment. Returns at once; the procs become usable
-    /// when they report Ready (sends to them wait for that).
-    pub fn spawn(rt: &Runtime, shape: Shape, argv: &[String]) -> Result<ProcMesh> {
+    /// `env` and the bootstrap environment added (the rest is inherited).
+    /// Returns at once; the procs become usable when they report Ready
+    /// (sends to them wait for that).
+    pub fn spawn(
+        rt: &Runtime,
+        shape: Shape,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<ProcMesh> {
         if shape.is_empty() {
             return Err(Error::invalid(format!(
                 "cannot spawn an empty proc mesh {shape}"
             )));
         }
-        let procs = rt.spawn_procs(shape.len(), argv)?;
+        let procs = rt.spawn_procs(shape.len(), argv, env)?;
         Ok(ProcMesh {
             rt: rt.clone(),
             procs: Arc::new(procs),

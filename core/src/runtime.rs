@@ -338,9 +338,14 @@ impl Runtime {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Start one child process per address (which must be fresh), running
-    /// `argv` with the bootstrap environment.
-    pub(crate) fn spawn_procs(&self, n: usize, argv: &[String]) -> Result<Vec<String>> {
+    /// Start `n` child processes running `argv` with `env` and the
+    /// bootstrap environment added; returns their addresses.
+    pub(crate) fn spawn_procs(
+        &self,
+        n: usize,
+        argv: &[String],
+        env: &[(String, String)],
+    ) -> Result<Vec<String>> {
         self.check_running()?;
         let dir = {
             let mut d = self.inner.dir.lock().unwrap_or_else(|p| p.into_inner());
@@ -358,12 +363,13 @@ impl Runtime {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(addr.clone(), ready.clone());
-            let env = vec![
+            let mut env = env.to_vec();
+            env.extend([
                 (ENV_CONTROLLER.to_string(), self.inner.addr.clone()),
                 (ENV_PROC_ADDR.to_string(), addr.clone()),
                 (ENV_JOB_TOKEN.to_string(), self.inner.token.clone()),
                 (ENV_PROC_RANK.to_string(), rank.to_string()),
-            ];
+            ]);
             let weak = Arc::downgrade(&self.inner);
             let child = spawn_child(argv, env, addr.clone(), ready, move |child, exit| {
                 if let Some(rt) = weak.upgrade() {

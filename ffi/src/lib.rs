@@ -296,9 +296,11 @@ fn shape_from_args(
 
 /// Start a proc mesh of the given shape (`ndim` dimensions named
 /// `labels[i]` of size `sizes[i]`): one OS process per point, each running
-/// the bootstrap command `argv[0..argc]` with the bootstrap environment
-/// added. Returns at once; the procs report ready in the background and
-/// anything sent to them waits for that. Procs die with this process.
+/// the bootstrap command `argv[0..argc]`. Each inherits this process's
+/// environment plus `env[0..nenv]` ("NAME=value" strings; may be NULL when
+/// `nenv` is 0) plus the bootstrap variables. Returns at once; the procs
+/// report ready in the background and anything sent to them waits for
+/// that. Procs die with this process.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_proc_mesh_spawn(
     rt: *mut monarch_runtime,
@@ -307,6 +309,8 @@ pub unsafe extern "C" fn monarch_proc_mesh_spawn(
     ndim: usize,
     argv: *const *const c_char,
     argc: usize,
+    env: *const *const c_char,
+    nenv: usize,
     out: *mut *mut monarch_proc_mesh,
 ) -> monarch_status {
     guard(|| {
@@ -318,7 +322,18 @@ pub unsafe extern "C" fn monarch_proc_mesh_spawn(
             .enumerate()
             .map(|(i, a)| arg_str(*a, &format!("argv[{i}]")).map(str::to_string))
             .collect::<Result<Vec<_>, _>>()?;
-        let pm = ProcMesh::spawn(&r, shape, &argv)?;
+        let env = arg_slice(env, nenv, "env")?
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let e = arg_str(*e, &format!("env[{i}]"))?;
+                match e.split_once('=') {
+                    Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+                    _ => Err(Fail::invalid(format!("env[{i}] {e:?} is not NAME=value"))),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let pm = ProcMesh::spawn(&r, shape, &argv, &env)?;
         *out = insert(Object::ProcMesh(pm)) as *mut monarch_proc_mesh;
         Ok(())
     })

@@ -16,21 +16,43 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The directory holding the libmonarch.so of this build: the test
-/// executable lives in target/<profile>/deps, the library in the parent
-/// directories (target/<profile>, or deps itself).
+/// The directory holding a libmonarch.so built from the current sources.
+///
+/// `cargo test` links the test against the rlib and does not necessarily
+/// rebuild the cdylib, so a library lying in target/ may be stale. Build it
+/// here (cargo releases its lock while tests run), once per test binary,
+/// with the profile this test was built with.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    for dir in exe.ancestors().skip(1) {
-        if dir.join("libmonarch.so").is_file() {
-            return dir.to_path_buf();
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        // target/<profile>/deps/<test exe>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>");
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "monarch-ffi", "--lib"])
+            .current_dir(workspace());
+        if release {
+            cmd.arg("--release");
         }
-    }
-    panic!(
-        "libmonarch.so not found in any parent directory of {}; \
-         build the cdylib first (`cargo build -p monarch-ffi`)",
-        exe.display()
-    );
+        let out = cmd.output().expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "building libmonarch.so failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            profile_dir.join("libmonarch.so").is_file(),
+            "no libmonarch.so in {}",
+            profile_dir.display()
+        );
+        profile_dir.to_path_buf()
+    })
+    .clone()
 }
 
 fn out_dir() -> PathBuf {

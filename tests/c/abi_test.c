@@ -133,6 +133,15 @@ static int serve_event(actor_table *t, monarch_event *ev) {
             for (size_t i = 0; i < n; i++)
                 monarch_event_part(ev, i, &parts[i].ptr, &parts[i].len);
             monarch_event_reply(ev, parts, n);
+        } else if (strcmp(method, "env") == 0) {
+            /* The value of ABI_TEST_ENV, passed by the controller at spawn. */
+            const char *v = getenv("ABI_TEST_ENV");
+            if (!v) {
+                reply_err(ev, "ABI_TEST_ENV is not set");
+            } else {
+                monarch_bytes b = {(const uint8_t *)v, strlen(v)};
+                monarch_event_reply(ev, &b, 1);
+            }
         } else if (strcmp(method, "sleep") == 0) {
             /* Reply after `arg` milliseconds (to have a pending future). */
             if (read_i64(ev, 0, &arg) > 0) usleep((useconds_t)arg * 1000);
@@ -547,7 +556,13 @@ static int controller_main(void) {
     size_t sizes[] = {2, 2};
     const char *argv[] = {exe};
     monarch_proc_mesh *pm = NULL;
-    CHECK_OK(monarch_proc_mesh_spawn(rt, labels, sizes, 2, argv, 1, &pm));
+    const char *env[] = {"ABI_TEST_ENV=from-controller"};
+    const char *bad_env[] = {"NO_EQUALS_SIGN"};
+    CHECK_STATUS(monarch_proc_mesh_spawn(rt, labels, sizes, 2, argv, 1, bad_env, 1, &pm),
+                 MONARCH_ERR_INVALID_ARGUMENT, "NAME=value");
+    CHECK_STATUS(monarch_proc_mesh_spawn(rt, labels, sizes, 2, argv, 1, NULL, 1, &pm),
+                 MONARCH_ERR_INVALID_ARGUMENT, "env");
+    CHECK_OK(monarch_proc_mesh_spawn(rt, labels, sizes, 2, argv, 1, env, 1, &pm));
     if (!pm) return 1;
 
     /* Spawn counters starting at 7. */
@@ -569,7 +584,17 @@ static int controller_main(void) {
     /* Call and gather. */
     EXPECT_INTS(call(am, "get", NULL, 0, MONARCH_CALL_ALL), 7, 7, 7, 7);
     EXPECT_INTS(call(am, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
-    monarch_value_mesh *vm = call(am, "echo", (monarch_bytes[]){{(const uint8_t *)"ab", 2},
+    monarch_value_mesh *vm = call(am, "env", NULL, 0, MONARCH_CALL_ALL);
+    CHECK(vm_len(vm) == 4, "env len");
+    for (size_t i = 0; vm && i < 4; i++) {
+        const uint8_t *d = NULL;
+        size_t l = 0;
+        CHECK_OK(monarch_value_mesh_part(vm, i, 0, &d, &l));
+        CHECK(l == strlen("from-controller") && memcmp(d, "from-controller", l) == 0,
+              "env of proc %zu", i);
+    }
+    if (vm) monarch_value_mesh_free(vm);
+    vm = call(am, "echo", (monarch_bytes[]){{(const uint8_t *)"ab", 2},
                                                                 {(const uint8_t *)"", 0}},
                                   2, MONARCH_CALL_ALL);
     CHECK(vm_len(vm) == 4, "echo len");

@@ -884,7 +884,6 @@ def _child_pythonpath() -> str:
     return os.pathsep.join(entries)
 
 
-_spawn_lock = threading.Lock()
 _this_proc_server = None
 _this_proc_lock = threading.Lock()
 
@@ -1043,17 +1042,11 @@ class HostMesh:
         argv = [_new("char[]", os.fsencode(a)) for a in argv_py]
         c_argv = _new("char *[]", argv)
         out = _new("monarch_proc_mesh **")
-        rt = runtime()
-        with _spawn_lock:
-            old = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = _child_pythonpath()
-            try:
-                st = lib.monarch_proc_mesh_spawn(rt, c_labels, c_sizes, len(dims), c_argv, len(argv), out)
-            finally:
-                if old is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
-                    os.environ["PYTHONPATH"] = old
+        # Workers import user modules (and a source-tree monarch) the way
+        # this process does.
+        env = [_new("char[]", b"PYTHONPATH=" + os.fsencode(_child_pythonpath()))]
+        c_env = _new("char *[]", env)
+        st = lib.monarch_proc_mesh_spawn(runtime(), c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, 1, out)
         if st:
             raise error_for(st, "cannot spawn procs")
         return ProcMesh._wrap(_gc(out[0], _pm_free), (_StopState("proc mesh"),))
