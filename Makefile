@@ -61,8 +61,10 @@ $(VENV_STAMP): requirements-dev.txt
 build: check-cargo
 	$(CARGO) build $(CARGO_PROFILE) --workspace
 
-header: check-cargo
+# include/monarch.h (cbindgen) and the Python binding's pre-built cffi module.
+header: venv check-cargo
 	MONARCH_UPDATE_HEADER=1 $(CARGO) test $(CARGO_PROFILE) -p monarch-ffi --test header
+	cd bindings/python && ../../$(VPY) -m monarch._cffi_build >/dev/null
 
 schema: venv
 	scripts/gen-schema.sh

@@ -22,11 +22,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+def _cargo() -> str:
+    """cargo from $CARGO, PATH, or rustup's default location."""
+    found = os.environ.get("CARGO") or shutil.which("cargo")
+    if found:
+        return found
+    home = os.path.join(os.path.expanduser("~"), ".cargo", "bin", "cargo")
+    if os.path.exists(home):
+        return home
+    raise RuntimeError("cargo not found: install Rust (rustup) or set $CARGO")
+
+
 class BuildWithCargo(build_py):
     def run(self):
         super().run()
         target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-        subprocess.check_call(["cargo", "build", "--release", "-p", "monarch-ffi"], cwd=ROOT)
+        subprocess.check_call([_cargo(), "build", "--release", "-p", "monarch-ffi"], cwd=ROOT)
         dest = os.path.join(self.build_lib, "monarch")
         os.makedirs(dest, exist_ok=True)
         shutil.copy2(os.path.join(target, "release", "libmonarch.so"), os.path.join(dest, "libmonarch.so"))
