@@ -125,6 +125,11 @@ impl Notifier {
         self.fd.as_raw_fd()
     }
 
+    /// Whether someone asked for the descriptor (and may be watching it).
+    pub fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
     pub fn signal(&self) {
         if self.armed.load(Ordering::Relaxed) {
             let one: u64 = 1;
@@ -142,17 +147,14 @@ impl Notifier {
     }
 }
 
-/// Something a waiter can do while it spins instead of only checking a flag:
-/// the runtime reads its sockets, so a reply is handled without waking a
-/// parked reader thread.
+/// How a completion's waiters wait when the completion belongs to a
+/// runtime: the runtime lets the waiting thread read its sockets itself
+/// (spinning briefly, then sleeping in `poll`), so a reply is handled by
+/// the thread that wants it, with no hand-off between threads.
 pub trait Pump: Send + Sync {
-    fn pump(&self);
-    /// The spin policy of the waits this pump serves.
-    fn policy(&self) -> &SpinPolicy;
-    /// Block until `ready()` or the deadline (reading sockets meanwhile);
-    /// returns `ready()`.
-    fn park(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool;
-    /// Wake threads blocked in `park` so they re-check.
+    /// Wait until `ready()` or the deadline; returns `ready()`.
+    fn wait_until(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool;
+    /// Wake threads waiting in `wait_until` so they re-check.
     fn wake(&self);
 }
 
@@ -230,19 +232,10 @@ impl<T> Completion<T> {
             return true;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let Some(pump) = &self.inner.pump else {
-            return self.park(deadline);
-        };
-        let start = Instant::now();
-        let spun = spin_until(pump.policy().budget(), deadline, || {
-            pump.pump();
-            self.is_ready()
-        });
-        let ready = spun || pump.park(deadline, &|| self.is_ready());
-        if ready {
-            pump.policy().record(start.elapsed());
+        match &self.inner.pump {
+            Some(pump) => pump.wait_until(deadline, &|| self.is_ready()),
+            None => self.park(deadline),
         }
-        ready
     }
 
     fn park(&self, deadline: Option<Instant>) -> bool {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use flatbuffers::FlatBufferBuilder;
 
 use crate::completion::{spin_until, Completion, Notifier, Pump, SpinPolicy};
-use crate::conn::{wait_fd, Conn};
+use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{read_frame, Frame, FrameError};
 use crate::geometry::Shape;
@@ -159,12 +159,7 @@ struct Parking {
 
 thread_local! {
     /// This thread's wake-up descriptor for parking.
-    static PARK_FD: Option<OwnedFd> = {
-        // SAFETY: plain syscall; the result is checked.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        // SAFETY: a fresh descriptor we own.
-        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-    };
+    static PARK_FD: Option<OwnedFd> = new_eventfd().ok();
 }
 
 pub(crate) struct Inner {
@@ -188,6 +183,7 @@ pub(crate) struct Inner {
     pump: Arc<dyn Pump>,
     /// Spin policy of `next_event`.
     event_spin: SpinPolicy,
+    io: Io,
 }
 
 struct WeakPump {
@@ -196,14 +192,9 @@ struct WeakPump {
 }
 
 impl Pump for WeakPump {
-    fn pump(&self) {
-        if let Some(rt) = self.rt.upgrade() {
-            rt.pump();
-        }
-    }
-    fn park(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
+    fn wait_until(&self, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
         match self.rt.upgrade() {
-            Some(rt) => rt.park(deadline, ready),
+            Some(rt) => rt.wait_until(&self.policy, deadline, ready),
             None => ready(),
         }
     }
@@ -212,10 +203,29 @@ impl Pump for WeakPump {
             rt.wake_parked();
         }
     }
-    fn policy(&self) -> &SpinPolicy {
-        &self.policy
-    }
 }
+
+/// State shared between waiting threads and the runtime's I/O thread.
+///
+/// Threads that wait inside the runtime read its sockets themselves. The
+/// I/O thread ("monarch-io") reads them only when nobody has been waiting
+/// for a while (`IO_IDLE_TICK`) or when a foreign event loop watches the
+/// notification fd; otherwise it sleeps, so a message wakes one thread,
+/// not two. A waiter that arrives while the I/O thread sits in `poll`
+/// kicks it back to sleep.
+struct Io {
+    kick: OwnedFd,
+    /// Threads inside `wait_until`.
+    active: AtomicUsize,
+    /// When a thread last left `wait_until` (ns since `epoch`; 0: never).
+    last_active_ns: AtomicU64,
+    /// The I/O thread is (about to be) in `poll` on the sockets.
+    polling: AtomicBool,
+    epoch: Instant,
+}
+
+/// How long no thread must have waited before the I/O thread reads.
+const IO_IDLE_TICK: Duration = Duration::from_millis(10);
 
 /// The runtime of one process. Cheap to clone.
 #[derive(Clone)]
@@ -263,6 +273,7 @@ impl Runtime {
         let listener = UnixListener::bind(path)
             .map_err(|e| Error::io(&format!("cannot listen on {addr}"), e))?;
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
+        let kick_fd = new_eventfd().map_err(|e| Error::io("eventfd", e))?;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
             addr,
             token,
@@ -291,12 +302,24 @@ impl Runtime {
                 policy: SpinPolicy::new(),
             }),
             event_spin: SpinPolicy::new(),
+            io: Io {
+                kick: kick_fd,
+                active: AtomicUsize::new(0),
+                last_active_ns: AtomicU64::new(0),
+                polling: AtomicBool::new(false),
+                epoch: Instant::now(),
+            },
         });
         let acc = inner.clone();
         std::thread::Builder::new()
             .name("monarch-accept".into())
             .spawn(move || acc.accept_loop())
             .map_err(|e| Error::io("cannot start accept thread", e))?;
+        let io = inner.clone();
+        std::thread::Builder::new()
+            .name("monarch-io".into())
+            .spawn(move || io.io_loop())
+            .map_err(|e| Error::io("cannot start I/O thread", e))?;
         let rt = Runtime { inner };
         if let Some(c) = controller {
             let conn = rt.inner.connect(&c)?;
@@ -357,7 +380,9 @@ impl Runtime {
         let mut addrs = Vec::with_capacity(n);
         for rank in 0..n {
             let addr = format!("unix:{}/p{}.sock", dir.display(), self.next_id());
-            let ready: Completion<Result<()>> = Completion::new(None);
+            // Waiting for Ready reads our sockets, like any other wait.
+            let ready: Completion<Result<()>> =
+                Completion::with_pump(None, Some(self.inner.pump.clone()));
             self.inner
                 .ready
                 .lock()
@@ -472,10 +497,11 @@ impl Runtime {
         let deadline = timeout.map(|t| started + t);
         loop {
             if q.len.load(Ordering::Acquire) == 0 {
-                spin_until(self.inner.event_spin.budget(), deadline, || {
-                    self.inner.pump();
-                    q.len.load(Ordering::Acquire) > 0 || self.inner.stopped.load(Ordering::Relaxed)
-                });
+                self.inner
+                    .wait_until(&self.inner.event_spin, deadline, &|| {
+                        q.len.load(Ordering::SeqCst) > 0
+                            || self.inner.stopped.load(Ordering::SeqCst)
+                    });
             }
             let popped = {
                 let mut g = q.q.lock().unwrap_or_else(|p| p.into_inner());
@@ -494,10 +520,6 @@ impl Runtime {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(Error::new(ErrorKind::Timeout, "no event"));
                     }
-                    self.inner.park(deadline, &|| {
-                        q.len.load(Ordering::SeqCst) > 0
-                            || self.inner.stopped.load(Ordering::SeqCst)
-                    });
                     continue;
                 }
             };
@@ -510,7 +532,6 @@ impl Runtime {
                     continue;
                 }
             }
-            self.inner.event_spin.record(started.elapsed());
             return Ok(ev);
         }
     }
@@ -576,6 +597,7 @@ impl Runtime {
                 .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
         }
         self.inner.wake_parked();
+        signal_eventfd(self.inner.io.kick.as_raw_fd());
     }
 
     fn check_running(&self) -> Result<()> {
@@ -663,7 +685,8 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .entry(peer)
             .or_insert_with(|| conn.clone());
-        self.read_loop(conn);
+        self.conns_changed();
+        self.drain_conn(&conn);
     }
 
     /// Connect to `addr`, say hello, register and start reading.
@@ -690,72 +713,144 @@ impl Inner {
             .entry(addr.to_string())
             .or_insert_with(|| conn.clone())
             .clone();
-        let me = self.clone();
-        let c = conn.clone();
-        std::thread::Builder::new()
-            .name("monarch-conn".into())
-            .spawn(move || me.read_loop(c))
-            .map_err(|e| Error::io("cannot start reader thread", e))?;
+        self.conns_changed();
         Ok(registered)
     }
 
-    /// Background reader: sleep in poll until the socket is readable, then
-    /// drain it (unless a spinning waiter already did).
-    fn read_loop(self: Arc<Self>, conn: Arc<Conn>) {
-        // The first pass runs without polling: bytes that arrived with the
-        // hello may already sit in the reader's buffer.
-        let mut first = true;
+    /// The I/O thread: reads the sockets while no other thread does.
+    fn io_loop(self: Arc<Self>) {
+        let kick = self.io.kick.as_raw_fd();
         loop {
-            if !first {
-                if let Err(e) = wait_fd(conn.fd(), libc::POLLIN) {
-                    self.conn_ended(&conn, e.to_string());
-                    return;
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            let watched = self.notifier.is_armed();
+            if !watched {
+                let idle = self.idle_for();
+                if idle < IO_IDLE_TICK {
+                    // Someone is (or just was) waiting, and reading for us.
+                    poll_fds(&mut [pollin(kick)], Some(IO_IDLE_TICK - idle));
+                    drain_eventfd(kick);
+                    continue;
                 }
             }
-            first = false;
-            if conn.is_closed() {
-                return;
+            self.io.polling.store(true, Ordering::SeqCst);
+            if !watched && self.io.active.load(Ordering::SeqCst) > 0 {
+                self.io.polling.store(false, Ordering::SeqCst);
+                continue;
             }
-            let result = {
-                let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
-                r.drain(&mut |f| self.dispatch(&conn.peer, f))
-            };
-            if let Err(e) = result {
-                let reason = match e {
-                    FrameError::Closed => "connection closed".to_string(),
-                    e => {
-                        if !self.stopped.load(Ordering::SeqCst) {
-                            tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
-                        }
-                        e.to_string()
-                    }
-                };
-                self.conn_ended(&conn, reason);
-                return;
-            }
+            let mut fds = vec![pollin(kick)];
+            fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
+            poll_fds(&mut fds, None);
+            self.io.polling.store(false, Ordering::SeqCst);
+            drain_eventfd(kick);
+            self.pump();
         }
     }
 
-    /// Read whatever our connections have ready, from a waiting thread.
-    /// Connections another thread is reading are skipped.
-    fn pump(self: &Arc<Self>) {
-        let conns: Vec<Arc<Conn>> = self
-            .conns
+    /// How long no thread has been waiting inside the runtime (zero while
+    /// one is).
+    fn idle_for(&self) -> Duration {
+        if self.io.active.load(Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
+        let last = self.io.last_active_ns.load(Ordering::SeqCst);
+        if last == 0 {
+            return Duration::MAX;
+        }
+        self.io
+            .epoch
+            .elapsed()
+            .saturating_sub(Duration::from_nanos(last))
+    }
+
+    /// A connection was added: every thread sleeping in `poll` must
+    /// rebuild its descriptor list, or bytes on the new one go unread.
+    fn conns_changed(&self) {
+        self.wake_parked();
+        self.kick_io();
+    }
+
+    /// Get the I/O thread out of `poll` (to sleep, or to re-read the
+    /// connection list).
+    fn kick_io(&self) {
+        if self.io.polling.load(Ordering::SeqCst) {
+            signal_eventfd(self.io.kick.as_raw_fd());
+        }
+    }
+
+    /// Wait until `ready()` or the deadline, reading our sockets meanwhile:
+    /// spin (when `policy` says it pays), then sleep in `poll`.
+    fn wait_until(
+        self: &Arc<Self>,
+        policy: &SpinPolicy,
+        deadline: Option<Instant>,
+        ready: &dyn Fn() -> bool,
+    ) -> bool {
+        if ready() {
+            return true;
+        }
+        let start = Instant::now();
+        self.io.active.fetch_add(1, Ordering::SeqCst);
+        self.kick_io();
+        let ok = spin_until(policy.budget(), deadline, || {
+            self.pump();
+            ready()
+        }) || self.park(deadline, ready);
+        let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
+        self.io.last_active_ns.store(now, Ordering::SeqCst);
+        self.io.active.fetch_sub(1, Ordering::SeqCst);
+        if ok {
+            policy.record(start.elapsed());
+        }
+        ok
+    }
+
+    fn conn_list(&self) -> Vec<Arc<Conn>> {
+        self.conns
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .cloned()
-            .collect();
-        for conn in conns {
+            .collect()
+    }
+
+    /// Read what one connection has ready (waiting for its reader lock).
+    fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
+        let result = {
+            let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
+            r.drain(&mut |f| self.dispatch(&conn.peer, f))
+        };
+        if let Err(e) = result {
+            self.conn_failed(conn, e);
+        }
+    }
+
+    /// Read whatever our connections have ready. Connections another
+    /// thread is reading are skipped (it dispatches in order for us).
+    fn pump(self: &Arc<Self>) {
+        for conn in self.conn_list() {
             let result = match conn.reader.try_lock() {
                 Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
                 Err(_) => continue,
             };
             if let Err(e) = result {
-                // The reader thread reports the details; just stop using it.
-                self.conn_ended(&conn, e.to_string());
+                self.conn_failed(&conn, e);
             }
         }
+    }
+
+    fn conn_failed(&self, conn: &Arc<Conn>, e: FrameError) {
+        let reason = match e {
+            FrameError::Closed => "connection closed".to_string(),
+            e => {
+                if !self.stopped.load(Ordering::SeqCst) && !conn.is_closed() {
+                    tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
+                }
+                e.to_string()
+            }
+        };
+        self.conn_ended(conn, reason);
     }
 
     /// A connection ended (once per connection): forget it, fail what it owed.
@@ -857,7 +952,6 @@ impl Inner {
         if self.parking.count.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let one: u64 = 1;
         for fd in self
             .parking
             .fds
@@ -865,9 +959,9 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            // SAFETY: 8-byte write to a live eventfd (a parked thread's own;
-            // it stays registered, hence open, until that thread unparks).
-            unsafe { libc::write(*fd, &one as *const u64 as *const _, 8) };
+            // A parked thread's own eventfd stays registered, hence open,
+            // until that thread unparks.
+            signal_eventfd(*fd);
         }
     }
 
@@ -907,36 +1001,9 @@ impl Inner {
             // registered would otherwise be lost.
             let done = ready();
             if !done {
-                let mut pfds = vec![libc::pollfd {
-                    fd: own,
-                    events: libc::POLLIN,
-                    revents: 0,
-                }];
-                for c in self
-                    .conns
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .values()
-                {
-                    pfds.push(libc::pollfd {
-                        fd: c.fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
-                }
-                let ts = timeout.map(|t| libc::timespec {
-                    tv_sec: t.as_secs() as libc::time_t,
-                    tv_nsec: t.subsec_nanos() as libc::c_long,
-                });
-                // SAFETY: valid pollfd array and optional timespec.
-                unsafe {
-                    libc::ppoll(
-                        pfds.as_mut_ptr(),
-                        pfds.len() as libc::nfds_t,
-                        ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
-                        std::ptr::null(),
-                    )
-                };
+                let mut fds = vec![pollin(own)];
+                fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
+                poll_fds(&mut fds, timeout);
             }
             {
                 let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
@@ -945,9 +1012,7 @@ impl Inner {
                 }
                 self.parking.count.fetch_sub(1, Ordering::SeqCst);
             }
-            let mut v: u64 = 0;
-            // SAFETY: draining our own non-blocking eventfd into a u64.
-            unsafe { libc::read(own, &mut v as *mut u64 as *mut _, 8) };
+            drain_eventfd(own);
             if done {
                 return true;
             }
@@ -1256,6 +1321,55 @@ impl Inner {
             })
         })
     }
+}
+
+fn new_eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked before use.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn signal_eventfd(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: 8-byte write from a valid u64 to an eventfd; a full counter
+    // already means "readable", so errors don't matter.
+    unsafe { libc::write(fd, &one as *const u64 as *const _, 8) };
+}
+
+fn drain_eventfd(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: 8-byte read into a valid u64 from a non-blocking eventfd.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut _, 8) };
+}
+
+fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `ppoll` with an optional timeout (None: forever). Errors (EINTR) just
+/// return: every caller re-checks its condition.
+fn poll_fds(fds: &mut [libc::pollfd], timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    // SAFETY: a valid pollfd array and an optional timespec.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+            std::ptr::null(),
+        )
+    };
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
