@@ -30,7 +30,7 @@ pub fn spin_budget() -> Duration {
 /// proc that waits a millisecond for each message would just burn a core
 /// that its neighbours need (on 2 cores, eight spinning procs starve the
 /// ones with work). So the policy keeps a moving average of how long waits
-/// took and spins only while it is within budget, probing every 8th wait.
+/// took and spins only while it is within budget, probing every 32nd wait.
 pub struct SpinPolicy {
     avg_ns: AtomicU64,
     waits: AtomicU64,
@@ -54,7 +54,7 @@ impl SpinPolicy {
     pub fn budget(&self) -> Duration {
         let max = spin_budget();
         let n = self.waits.fetch_add(1, Ordering::Relaxed);
-        if self.avg_ns.load(Ordering::Relaxed) <= max.as_nanos() as u64 || n.is_multiple_of(8) {
+        if self.avg_ns.load(Ordering::Relaxed) <= max.as_nanos() as u64 || n.is_multiple_of(32) {
             max
         } else {
             Duration::ZERO
