@@ -53,6 +53,10 @@
 // A stop bound for `*_slice_range` meaning "to the end of the dimension".
 #define MONARCH_SLICE_END 9223372036854775807
 
+// A size for `*_split` meaning "infer this size from the others" (at most
+// one per split).
+#define MONARCH_SPLIT_INFER 0
+
 // An n-d array of actors (or a slice of one).
 typedef struct monarch_actor_mesh monarch_actor_mesh;
 
@@ -205,6 +209,38 @@ monarch_status monarch_proc_mesh_slice_range(struct monarch_proc_mesh *pm,
                                              int64_t step,
                                              struct monarch_proc_mesh **out);
 
+// Write a new handle for the view with every dimension merged into one
+// dimension `label`, in row-major order (rank r stays rank r). Possible
+// for any view whose points are evenly spaced among the mesh's procs
+// (a dense mesh, one index of it, a range of its outermost dimension, a
+// strided single dimension); otherwise MONARCH_ERR_INVALID_ARGUMENT.
+monarch_status monarch_proc_mesh_flatten(struct monarch_proc_mesh *pm,
+                                         const char *label,
+                                         struct monarch_proc_mesh **out);
+
+// Write a new handle for the view with dimension `from[i]` renamed to
+// `to[i]` for each i < n, all at once (so two dimensions can swap names).
+// Dimensions not named keep their names; the result must not have a name
+// twice.
+monarch_status monarch_proc_mesh_rename(struct monarch_proc_mesh *pm,
+                                        const char *const *from,
+                                        const char *const *to,
+                                        size_t n,
+                                        struct monarch_proc_mesh **out);
+
+// Write a new handle for the view with dimension `label` replaced, in
+// place, by `n` (>= 1) dimensions named `names[i]` of size `sizes[i]`,
+// outermost first. One size may be `MONARCH_SPLIT_INFER`: it is the
+// dimension's size divided by the others. The sizes must multiply to the
+// dimension's size; the new names must not clash with the other
+// dimensions (reusing `label` is fine). Ranks are unchanged.
+monarch_status monarch_proc_mesh_split(struct monarch_proc_mesh *pm,
+                                       const char *label,
+                                       const char *const *names,
+                                       const size_t *sizes,
+                                       size_t n,
+                                       struct monarch_proc_mesh **out);
+
 // Stop the procs of this mesh (or slice): each is asked to stop and is
 // killed if it has not exited after a grace period. Writes a future that
 // completes when all have exited.
@@ -245,6 +281,26 @@ monarch_status monarch_actor_mesh_slice_range(struct monarch_actor_mesh *am,
                                               int64_t stop,
                                               int64_t step,
                                               struct monarch_actor_mesh **out);
+
+// Like `monarch_proc_mesh_flatten`, for actor meshes.
+monarch_status monarch_actor_mesh_flatten(struct monarch_actor_mesh *am,
+                                          const char *label,
+                                          struct monarch_actor_mesh **out);
+
+// Like `monarch_proc_mesh_rename`, for actor meshes.
+monarch_status monarch_actor_mesh_rename(struct monarch_actor_mesh *am,
+                                         const char *const *from,
+                                         const char *const *to,
+                                         size_t n,
+                                         struct monarch_actor_mesh **out);
+
+// Like `monarch_proc_mesh_split`, for actor meshes.
+monarch_status monarch_actor_mesh_split(struct monarch_actor_mesh *am,
+                                        const char *label,
+                                        const char *const *names,
+                                        const size_t *sizes,
+                                        size_t n,
+                                        struct monarch_actor_mesh **out);
 
 // Call endpoint `method` of the actors of this mesh with the given parts
 // (borrowed for the call only). `mode` is one of the `MONARCH_CALL_*`

@@ -196,6 +196,171 @@ impl Shape {
         Ok(s)
     }
 
+    /// Merge every dimension into one dimension `label` (row-major order, so
+    /// rank `r` of the view stays rank `r`). Possible when the points of the
+    /// view are evenly spaced among the base ranks: every dimension's stride
+    /// equals the next (non-unit) dimension's stride times its size. That
+    /// holds for any dense mesh, for a fixed index (`at`) of one, and for a
+    /// view narrowed only in its outermost dimension or strided in its only
+    /// remaining dimension; it fails for e.g. `gpus=1..3` of `{hosts: 2,
+    /// gpus: 4}`, which would need two strides. (Upstream Monarch requires
+    /// the dense strides; this accepts a superset: one common stride.)
+    pub fn flatten(&self, label: &str) -> Result<Shape, GeometryError> {
+        if label.is_empty() {
+            return err("dimension names must not be empty");
+        }
+        let n = self.len();
+        // The stride of the flattened dimension: that of the innermost
+        // dimension with more than one point (1 if there is none).
+        let mut stride = 1;
+        let mut inner: Option<usize> = None;
+        if n > 1 {
+            for d in (0..self.ndim()).rev() {
+                if self.sizes[d] == 1 {
+                    continue;
+                }
+                match inner {
+                    None => stride = self.strides[d],
+                    Some(i) => {
+                        let want = self.strides[i] * self.sizes[i];
+                        if self.strides[d] != want {
+                            return err(format!(
+                                "cannot flatten mesh {} into '{label}': its points are not evenly \
+                                 spaced (dimension '{}' has stride {} where a single stride needs {want}); \
+                                 flatten before slicing, or slice only the outermost dimension",
+                                self.dims_text(),
+                                self.labels[d],
+                                self.strides[d],
+                            ));
+                        }
+                    }
+                }
+                inner = Some(d);
+            }
+        }
+        Ok(Shape {
+            labels: vec![label.to_string()],
+            offset: self.offset,
+            sizes: vec![n],
+            strides: vec![stride],
+        })
+    }
+
+    /// Rename dimensions, all at once (so `[("a", "b"), ("b", "a")]` swaps
+    /// them); dimensions not mentioned keep their names.
+    pub fn rename(&self, pairs: &[(&str, &str)]) -> Result<Shape, GeometryError> {
+        let mut s = self.clone();
+        let mut seen: Vec<usize> = Vec::new();
+        for (from, to) in pairs {
+            let d = self.dim(from)?;
+            if seen.contains(&d) {
+                return err(format!("dimension '{from}' is renamed twice"));
+            }
+            if to.is_empty() {
+                return err(format!("new name of dimension '{from}' must not be empty"));
+            }
+            seen.push(d);
+            s.labels[d] = to.to_string();
+        }
+        for (i, l) in s.labels.iter().enumerate() {
+            if s.labels[..i].contains(l) {
+                return err(format!(
+                    "renaming dimensions of {} gives dimension '{l}' twice",
+                    self.dims_text()
+                ));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Split dimension `label` into `parts` (outermost first), in place. A
+    /// part's size may be `None` (at most one): it is inferred from the
+    /// others. The sizes must multiply to the dimension's size. The new
+    /// names must not clash with the other dimensions (reusing `label`
+    /// itself is fine). Works on any view: strides are scaled, not reset.
+    pub fn split(
+        &self,
+        label: &str,
+        parts: &[(&str, Option<usize>)],
+    ) -> Result<Shape, GeometryError> {
+        let d = self.dim(label)?;
+        if parts.is_empty() {
+            return err(format!(
+                "split of dimension '{label}' needs at least one new dimension"
+            ));
+        }
+        let size = self.sizes[d];
+        let mut known = 1usize;
+        let mut unknown: Option<usize> = None;
+        for (i, (name, sz)) in parts.iter().enumerate() {
+            if name.is_empty() {
+                return err("dimension names must not be empty");
+            }
+            if parts[..i].iter().any(|(n, _)| n == name)
+                || self
+                    .labels
+                    .iter()
+                    .enumerate()
+                    .any(|(j, l)| j != d && l == name)
+            {
+                return err(format!(
+                    "splitting dimension '{label}' of {} gives dimension '{name}' twice",
+                    self.dims_text()
+                ));
+            }
+            match sz {
+                Some(0) => return err(format!("size of new dimension '{name}' must be positive")),
+                Some(k) => {
+                    known = known
+                        .checked_mul(*k)
+                        .ok_or_else(|| GeometryError("split sizes overflow".into()))?
+                }
+                None if unknown.is_some() => {
+                    return err(format!(
+                        "cannot infer the sizes of both '{}' and '{name}' when splitting dimension \
+                         '{label}': give at least one of them",
+                        parts[unknown.unwrap_or(0)].0
+                    ))
+                }
+                None => unknown = Some(i),
+            }
+        }
+        let describe = || {
+            let p: Vec<String> = parts
+                .iter()
+                .map(|(n, s)| match s {
+                    Some(s) => format!("'{n}': {s}"),
+                    None => format!("'{n}': ?"),
+                })
+                .collect();
+            format!("{{{}}}", p.join(", "))
+        };
+        let mut sizes: Vec<usize> = parts.iter().map(|(_, s)| s.unwrap_or(0)).collect();
+        match unknown {
+            Some(u) if size.is_multiple_of(known) => sizes[u] = size / known,
+            None if known == size => {}
+            _ => {
+                return err(format!(
+                    "dimension '{label}' of size {size} cannot be split into {}: the sizes must \
+                     multiply to {size}",
+                    describe()
+                ))
+            }
+        }
+        let mut strides = vec![0; parts.len()];
+        let mut acc = self.strides[d];
+        for i in (0..parts.len()).rev() {
+            strides[i] = acc;
+            acc = acc.saturating_mul(sizes[i].max(1));
+        }
+        let mut s = self.clone();
+        s.labels
+            .splice(d..=d, parts.iter().map(|(n, _)| n.to_string()));
+        s.sizes.splice(d..=d, sizes);
+        s.strides.splice(d..=d, strides);
+        Ok(s)
+    }
+
     /// Base rank of the point at `coords` (one coordinate per dimension).
     pub fn base_rank_of(&self, coords: &[usize]) -> Result<usize, GeometryError> {
         if coords.len() != self.ndim() {
@@ -377,6 +542,148 @@ mod tests {
         assert!(e.contains("step") && e.contains("'gpus'"), "{e}");
         assert!(hg().coords_of(8).is_err());
         assert!(Shape::new(&[("a", 1), ("a", 2)]).is_err());
+    }
+
+    fn ranks(s: &Shape) -> Vec<usize> {
+        s.base_ranks().collect()
+    }
+
+    #[test]
+    fn flatten_dense_and_evenly_spaced_views() {
+        let f = hg().flatten("all").unwrap();
+        assert_eq!(f.labels(), &["all".to_string()]);
+        assert_eq!(f.sizes(), &[8]);
+        assert_eq!(ranks(&f), (0..8).collect::<Vec<_>>());
+        // A fixed row keeps its offset.
+        let f = hg().at("hosts", 1).unwrap().flatten("g").unwrap();
+        assert_eq!(ranks(&f), vec![4, 5, 6, 7]);
+        // Narrowing only the outermost dimension stays evenly spaced.
+        let f = Shape::new(&[("a", 3), ("b", 2)])
+            .unwrap()
+            .select("a", Some(1), None, 1)
+            .unwrap()
+            .flatten("x")
+            .unwrap();
+        assert_eq!(ranks(&f), vec![2, 3, 4, 5]);
+        // A strided single dimension keeps its stride.
+        let f = hg()
+            .at("hosts", 0)
+            .unwrap()
+            .select("gpus", None, None, 2)
+            .unwrap()
+            .flatten("x")
+            .unwrap();
+        assert_eq!((f.sizes(), f.strides()), (&[2][..], &[2][..]));
+        assert_eq!(ranks(&f), vec![0, 2]);
+        // A column of a 2-d mesh is spaced by the row length.
+        let f = hg()
+            .select("gpus", Some(3), None, 1)
+            .unwrap()
+            .flatten("x")
+            .unwrap();
+        assert_eq!(ranks(&f), vec![3, 7]);
+        // Unit dimensions do not matter; no dimensions gives one point.
+        let f = Shape::new(&[("a", 1), ("b", 3), ("c", 1)])
+            .unwrap()
+            .flatten("x")
+            .unwrap();
+        assert_eq!(ranks(&f), vec![0, 1, 2]);
+        let f = Shape::new(&[]).unwrap().flatten("x").unwrap();
+        assert_eq!((f.sizes(), ranks(&f)), (&[1][..], vec![0]));
+        // Flattened ranks equal the view's ranks in row-major order.
+        let v = hg().select("hosts", Some(1), None, 1).unwrap();
+        assert_eq!(ranks(&v.flatten("x").unwrap()), ranks(&v));
+    }
+
+    #[test]
+    fn flatten_rejects_uneven_views() {
+        let v = hg().select("gpus", Some(1), Some(3), 1).unwrap();
+        let e = v.flatten("x").unwrap_err().0;
+        assert!(
+            e.contains("cannot flatten") && e.contains("'hosts'") && e.contains("stride 4"),
+            "{e}"
+        );
+        assert!(hg().flatten("").is_err());
+    }
+
+    #[test]
+    fn rename_is_simultaneous() {
+        let s = hg().rename(&[("hosts", "dp"), ("gpus", "tp")]).unwrap();
+        assert_eq!(s.labels(), &["dp".to_string(), "tp".to_string()]);
+        assert_eq!(ranks(&s), ranks(&hg()));
+        let s = hg()
+            .rename(&[("hosts", "gpus"), ("gpus", "hosts")])
+            .unwrap();
+        assert_eq!(s.labels(), &["gpus".to_string(), "hosts".to_string()]);
+        assert_eq!(s.size("hosts").unwrap(), 4);
+        let e = hg().rename(&[("gpu", "x")]).unwrap_err().0;
+        assert!(e.contains("no dimension 'gpu'"), "{e}");
+        let e = hg().rename(&[("hosts", "gpus")]).unwrap_err().0;
+        assert!(e.contains("'gpus' twice"), "{e}");
+        assert!(hg().rename(&[("hosts", "a"), ("hosts", "b")]).is_err());
+        assert!(hg().rename(&[("hosts", "")]).is_err());
+    }
+
+    #[test]
+    fn split_infers_and_keeps_ranks() {
+        let s = hg()
+            .split("gpus", &[("node", None), ("local", Some(2))])
+            .unwrap();
+        assert_eq!(s.sizes(), &[2, 2, 2]);
+        assert_eq!(s.strides(), &[4, 2, 1]);
+        assert_eq!(ranks(&s), (0..8).collect::<Vec<_>>());
+        assert_eq!(s.base_rank_of(&[1, 1, 0]).unwrap(), 6);
+        // The name of the split dimension may be reused.
+        let s = hg()
+            .split("hosts", &[("hosts", Some(1)), ("h2", None)])
+            .unwrap();
+        assert_eq!(s.sizes(), &[1, 2, 4]);
+        // A strided view splits with scaled strides.
+        let v = Shape::new(&[("x", 12)])
+            .unwrap()
+            .select("x", Some(1), None, 2)
+            .unwrap();
+        let s = v.split("x", &[("a", Some(3)), ("b", None)]).unwrap();
+        assert_eq!(s.sizes(), &[3, 2]);
+        assert_eq!(ranks(&s), ranks(&v));
+        assert_eq!(ranks(&s), vec![1, 3, 5, 7, 9, 11]);
+        // Split then flatten is the identity on ranks.
+        assert_eq!(ranks(&s.flatten("x").unwrap()), ranks(&v));
+    }
+
+    #[test]
+    fn split_errors() {
+        let e = hg()
+            .split("gpus", &[("a", Some(3)), ("b", None)])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("'gpus' of size 4") && e.contains("'a': 3"),
+            "{e}"
+        );
+        let e = hg()
+            .split("gpus", &[("a", Some(2)), ("b", Some(3))])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("multiply to 4"), "{e}");
+        let e = hg()
+            .split("gpus", &[("a", None), ("b", None)])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("infer") && e.contains("'a'") && e.contains("'b'"),
+            "{e}"
+        );
+        let e = hg()
+            .split("gpus", &[("hosts", None), ("b", Some(2))])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("'hosts' twice"), "{e}");
+        assert!(hg().split("gpus", &[("a", None), ("a", Some(2))]).is_err());
+        assert!(hg().split("gpus", &[("a", Some(0)), ("b", None)]).is_err());
+        assert!(hg().split("gpus", &[]).is_err());
+        let e = hg().split("gpu", &[("a", None)]).unwrap_err().0;
+        assert!(e.contains("no dimension 'gpu'"), "{e}");
     }
 
     #[test]

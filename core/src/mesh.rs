@@ -93,6 +93,30 @@ impl ProcMesh {
         })
     }
 
+    /// All dimensions merged into one named `label` (see [`Shape::flatten`]).
+    pub fn flatten(&self, label: &str) -> Result<ProcMesh> {
+        Ok(ProcMesh {
+            shape: self.shape.flatten(label)?,
+            ..self.clone()
+        })
+    }
+
+    /// Dimensions renamed, all at once (see [`Shape::rename`]).
+    pub fn rename(&self, pairs: &[(&str, &str)]) -> Result<ProcMesh> {
+        Ok(ProcMesh {
+            shape: self.shape.rename(pairs)?,
+            ..self.clone()
+        })
+    }
+
+    /// Dimension `label` split into `parts` (see [`Shape::split`]).
+    pub fn split(&self, label: &str, parts: &[(&str, Option<usize>)]) -> Result<ProcMesh> {
+        Ok(ProcMesh {
+            shape: self.shape.split(label, parts)?,
+            ..self.clone()
+        })
+    }
+
     fn addrs(&self) -> Vec<String> {
         self.shape
             .base_ranks()
@@ -215,6 +239,21 @@ impl ActorMesh {
         step: i64,
     ) -> Result<ActorMesh> {
         Ok(self.with_shape(self.r.shape.select(label, start, stop, step)?))
+    }
+
+    /// All dimensions merged into one named `label` (see [`Shape::flatten`]).
+    pub fn flatten(&self, label: &str) -> Result<ActorMesh> {
+        Ok(self.with_shape(self.r.shape.flatten(label)?))
+    }
+
+    /// Dimensions renamed, all at once (see [`Shape::rename`]).
+    pub fn rename(&self, pairs: &[(&str, &str)]) -> Result<ActorMesh> {
+        Ok(self.with_shape(self.r.shape.rename(pairs)?))
+    }
+
+    /// Dimension `label` split into `parts` (see [`Shape::split`]).
+    pub fn split(&self, label: &str, parts: &[(&str, Option<usize>)]) -> Result<ActorMesh> {
+        Ok(self.with_shape(self.r.shape.split(label, parts)?))
     }
 
     /// Call endpoint `method` with `parts`. Returns the future of the

@@ -44,6 +44,10 @@ pub const MONARCH_EVENT_STOP_PROC: u32 = 4;
 /// A stop bound for `*_slice_range` meaning "to the end of the dimension".
 pub const MONARCH_SLICE_END: i64 = 9_223_372_036_854_775_807;
 
+/// A size for `*_split` meaning "infer this size from the others" (at most
+/// one per split).
+pub const MONARCH_SPLIT_INFER: usize = 0;
+
 /// The runtime of this process (one per process).
 pub struct monarch_runtime {
     _private: [u8; 0],
@@ -276,6 +280,38 @@ pub unsafe extern "C" fn monarch_runtime_next_event(
     })
 }
 
+fn str_array<'a>(p: *const *const c_char, n: usize, what: &str) -> Result<Vec<&'a str>, Fail> {
+    arg_slice(p, n, what)?
+        .iter()
+        .enumerate()
+        .map(|(i, s)| arg_str(*s, &format!("{what}[{i}]")))
+        .collect()
+}
+
+fn rename_args<'a>(
+    from: *const *const c_char,
+    to: *const *const c_char,
+    n: usize,
+) -> Result<Vec<(&'a str, &'a str)>, Fail> {
+    let from = str_array(from, n, "from")?;
+    let to = str_array(to, n, "to")?;
+    Ok(from.into_iter().zip(to).collect())
+}
+
+fn split_args<'a>(
+    names: *const *const c_char,
+    sizes: *const usize,
+    n: usize,
+) -> Result<Vec<(&'a str, Option<usize>)>, Fail> {
+    let names = str_array(names, n, "names")?;
+    let sizes = arg_slice(sizes, n, "sizes")?;
+    Ok(names
+        .into_iter()
+        .zip(sizes)
+        .map(|(name, &size)| (name, (size != MONARCH_SPLIT_INFER).then_some(size)))
+        .collect())
+}
+
 // ---------------------------------------------------------------------------
 // Proc meshes
 
@@ -392,6 +428,71 @@ pub unsafe extern "C" fn monarch_proc_mesh_slice_range(
     })
 }
 
+/// Write a new handle for the view with every dimension merged into one
+/// dimension `label`, in row-major order (rank r stays rank r). Possible
+/// for any view whose points are evenly spaced among the mesh's procs
+/// (a dense mesh, one index of it, a range of its outermost dimension, a
+/// strided single dimension); otherwise MONARCH_ERR_INVALID_ARGUMENT.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_proc_mesh_flatten(
+    pm: *mut monarch_proc_mesh,
+    label: *const c_char,
+    out: *mut *mut monarch_proc_mesh,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(pm, ProcMesh, "proc mesh");
+        let out = out_ptr(out, "out")?;
+        let s = m.flatten(arg_str(label, "label")?)?;
+        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
+        Ok(())
+    })
+}
+
+/// Write a new handle for the view with dimension `from[i]` renamed to
+/// `to[i]` for each i < n, all at once (so two dimensions can swap names).
+/// Dimensions not named keep their names; the result must not have a name
+/// twice.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_proc_mesh_rename(
+    pm: *mut monarch_proc_mesh,
+    from: *const *const c_char,
+    to: *const *const c_char,
+    n: usize,
+    out: *mut *mut monarch_proc_mesh,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(pm, ProcMesh, "proc mesh");
+        let out = out_ptr(out, "out")?;
+        let s = m.rename(&rename_args(from, to, n)?)?;
+        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
+        Ok(())
+    })
+}
+
+/// Write a new handle for the view with dimension `label` replaced, in
+/// place, by `n` (>= 1) dimensions named `names[i]` of size `sizes[i]`,
+/// outermost first. One size may be `MONARCH_SPLIT_INFER`: it is the
+/// dimension's size divided by the others. The sizes must multiply to the
+/// dimension's size; the new names must not clash with the other
+/// dimensions (reusing `label` is fine). Ranks are unchanged.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_proc_mesh_split(
+    pm: *mut monarch_proc_mesh,
+    label: *const c_char,
+    names: *const *const c_char,
+    sizes: *const usize,
+    n: usize,
+    out: *mut *mut monarch_proc_mesh,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(pm, ProcMesh, "proc mesh");
+        let out = out_ptr(out, "out")?;
+        let s = m.split(arg_str(label, "label")?, &split_args(names, sizes, n)?)?;
+        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
+        Ok(())
+    })
+}
+
 /// Stop the procs of this mesh (or slice): each is asked to stop and is
 /// killed if it has not exited after a grace period. Writes a future that
 /// completes when all have exited.
@@ -491,6 +592,59 @@ pub unsafe extern "C" fn monarch_actor_mesh_slice_range(
         let m = typed!(am, ActorMesh, "actor mesh");
         let out = out_ptr(out, "out")?;
         let s = m.select(arg_str(label, "label")?, Some(start), Some(stop), step)?;
+        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
+        Ok(())
+    })
+}
+
+/// Like `monarch_proc_mesh_flatten`, for actor meshes.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_actor_mesh_flatten(
+    am: *mut monarch_actor_mesh,
+    label: *const c_char,
+    out: *mut *mut monarch_actor_mesh,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(am, ActorMesh, "actor mesh");
+        let out = out_ptr(out, "out")?;
+        let s = m.flatten(arg_str(label, "label")?)?;
+        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
+        Ok(())
+    })
+}
+
+/// Like `monarch_proc_mesh_rename`, for actor meshes.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_actor_mesh_rename(
+    am: *mut monarch_actor_mesh,
+    from: *const *const c_char,
+    to: *const *const c_char,
+    n: usize,
+    out: *mut *mut monarch_actor_mesh,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(am, ActorMesh, "actor mesh");
+        let out = out_ptr(out, "out")?;
+        let s = m.rename(&rename_args(from, to, n)?)?;
+        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
+        Ok(())
+    })
+}
+
+/// Like `monarch_proc_mesh_split`, for actor meshes.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_actor_mesh_split(
+    am: *mut monarch_actor_mesh,
+    label: *const c_char,
+    names: *const *const c_char,
+    sizes: *const usize,
+    n: usize,
+    out: *mut *mut monarch_actor_mesh,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(am, ActorMesh, "actor mesh");
+        let out = out_ptr(out, "out")?;
+        let s = m.split(arg_str(label, "label")?, &split_args(names, sizes, n)?)?;
         *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
         Ok(())
     })
