@@ -29,7 +29,7 @@ import pickle
 import sys
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from . import _serial
 from ._lib import (
@@ -654,41 +654,225 @@ def context() -> Context:
 # Meshes
 
 
-def _slice_args(dims: dict):
-    for label, v in dims.items():
-        if isinstance(v, bool) or not isinstance(v, (int, slice)):
-            raise TypeError(f"slice({label}=...) takes an int or a slice, not {type(v).__name__}")
-        yield label.encode(), v
+class _DimensionError(ValueError, KeyError, TypeError):
+    """A dimension name the mesh does not have. A ValueError like every bad
+    argument, and also the KeyError (``size``) / TypeError (``slice``) that
+    upstream Monarch raises for it."""
+
+    __str__ = ValueError.__str__
 
 
-def _do_slice(handle, dims, fn_index, fn_range, out_type, free):
-    """Apply each dimension of ``dims`` in turn; returns a new gc'd handle."""
-    if not dims:
-        raise ValueError("slice() needs at least one dimension")
-    out = _new(out_type)
-    cur = handle
-    owned = None
-    try:
-        for label, v in _slice_args(dims):
+class _MeshIndexError(ValueError, IndexError):
+    """An index outside a dimension (a ValueError, and the IndexError of
+    upstream Monarch)."""
+
+
+class _MeshFns:
+    """The C functions of one kind of mesh handle."""
+
+    __slots__ = ("index", "range", "flatten", "rename", "split", "out_type", "free")
+
+    def __init__(self, kind, free):
+        for op in ("index", "range"):
+            setattr(self, op, getattr(lib, f"monarch_{kind}_mesh_slice_{op}"))
+        for op in ("flatten", "rename", "split"):
+            setattr(self, op, getattr(lib, f"monarch_{kind}_mesh_{op}"))
+        self.out_type = f"monarch_{kind}_mesh **"
+        self.free = free
+
+
+def _c_strings(strs):
+    """A ``char *[]`` of ``strs`` and the buffers it points to (keep both)."""
+    bufs = [_new("char[]", s.encode()) for s in strs]
+    return (_new("char *[]", bufs) if bufs else _NULL), bufs
+
+
+class _MeshTrait:
+    """Geometry shared by ProcMesh and ActorMesh, as upstream's MeshTrait:
+    ``slice``, ``flatten``, ``rename``, ``split``, ``size``, ``sizes``,
+    ``extent``. Each returns a new view computed by libmonarch; nothing is
+    copied or renumbered."""
+
+    _fns: _MeshFns
+
+    def _shape(self) -> _Shape:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _derive(self, handle, what):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _dim_error(self, label, exc):
+        if label not in self._shape().labels:
+            return _DimensionError(str(exc))
+        return exc
+
+    def _apply(self, steps, what):
+        """Run ``steps`` (``fn(handle, out) -> status`` each, on the result
+        of the previous one); wrap the last handle. A failing step raises
+        ``on_error(exc)`` of the step."""
+        fns = self._fns
+        out = _new(fns.out_type)
+        cur = self._h
+        owned = None
+        try:
+            for step, on_error in steps:
+                st = step(cur, out)
+                if st:
+                    exc = error_for(st)
+                    raise on_error(exc) if on_error else exc
+                if owned is not None:
+                    fns.free(owned)
+                owned = cur = out[0]
+            result, owned = owned, None
+        finally:
+            if owned is not None:
+                fns.free(owned)
+        return self._derive(_gc(result, fns.free), what)
+
+    def slice(self, **dims):
+        """A view of part of the mesh: ``dim=i`` (an int) fixes dimension
+        ``dim`` at index ``i`` and removes it; ``dim=slice(start, stop,
+        step)`` keeps it, narrowed with Python's slice rules (step > 0).
+        Slicing a slice composes. Negative int indices are rejected, as
+        upstream."""
+        if not dims:
+            raise ValueError("slice() needs at least one dimension")
+        fns = self._fns
+        steps = []
+        for label, v in dims.items():
+            if isinstance(v, bool) or not isinstance(v, (int, slice)):
+                raise TypeError(f"slice({label}=...) takes an int or a slice, not {type(v).__name__}")
+            c_label = label.encode()
             if isinstance(v, int):
                 if v < 0:
-                    raise ValueError(f"index {v} for dimension {label.decode()!r} must be >= 0")
-                st = fn_index(cur, label, v, out)
+                    sizes = self._shape().extent()
+                    if label not in sizes:
+                        raise _DimensionError(f"no dimension {label!r} in mesh with dimensions {sizes}")
+                    raise _MeshIndexError(
+                        f"index {v} out of range for dimension {label!r} of size {sizes[label]} "
+                        f"(valid: 0..{sizes[label]}; negative indices are not supported)"
+                    )
+
+                def step(h, out, c_label=c_label, v=v):
+                    return fns.index(h, c_label, v, out)
+
+                def on_error(exc, label=label):
+                    e = self._dim_error(label, exc)
+                    return _MeshIndexError(str(exc)) if e is exc else e
+
             else:
                 start = 0 if v.start is None else v.start
                 stop = SLICE_END if v.stop is None else v.stop
-                step = 1 if v.step is None else v.step
-                st = fn_range(cur, label, start, stop, step, out)
-            if st:
-                raise error_for(st, "invalid slice")
-            if owned is not None:
-                free(owned)
-            owned = cur = out[0]
-        result, owned = owned, None
-        return _gc(result, free)
-    finally:
-        if owned is not None:
-            free(owned)
+                stride = 1 if v.step is None else v.step
+
+                def step(h, out, c_label=c_label, a=(start, stop, stride)):
+                    return fns.range(h, c_label, *a, out)
+
+                def on_error(exc, label=label):
+                    return self._dim_error(label, exc)
+
+            steps.append((step, on_error))
+        return self._apply(steps, "slice")
+
+    def flatten(self, name: str):
+        """The mesh as one dimension ``name`` (row-major: rank r stays rank
+        r). Needs the points to be evenly spaced: any whole mesh, an index
+        of one, or a range of its outermost dimension; not e.g.
+        ``gpus=slice(1, 3)`` of a ``{hosts, gpus}`` mesh (ValueError)."""
+        if not isinstance(name, str):
+            raise TypeError(f"flatten() takes a dimension name, not {type(name).__name__}")
+        c_name = name.encode()
+        fns = self._fns
+        return self._apply([(lambda h, out: fns.flatten(h, c_name, out), None)], "flatten")
+
+    def rename(self, **renames):
+        """Dimensions renamed (``rename(hosts="dp", gpus="tp")``), all at
+        once; dimensions not named keep their names."""
+        if not renames:
+            raise ValueError("rename() needs at least one dimension")
+        for k, v in renames.items():
+            if not isinstance(v, str):
+                raise TypeError(f"rename({k}=...) takes the new name as a str, not {type(v).__name__}")
+        c_from, keep_from = _c_strings(renames)
+        c_to, keep_to = _c_strings(renames.values())
+        fns = self._fns
+        n = len(renames)
+
+        def on_error(exc):
+            missing = [k for k in renames if k not in self._shape().labels]
+            return self._dim_error(missing[0], exc) if missing else exc
+
+        return self._apply([(lambda h, out: fns.rename(h, c_from, c_to, n, out), on_error)], "rename")
+
+    def split(self, **kwargs):
+        """Dimensions split in place, as upstream:
+        ``split(hosts=("dp", "pp"), gpus=("tp", "cp"), pp=16, cp=2)``. An
+        existing dimension maps to the names replacing it (outermost
+        first); a new name maps to its size. One size per split may be left
+        out; it is inferred."""
+        labels = self._shape().labels
+        splits = {}
+        constraints = {}
+        for key, value in kwargs.items():
+            if key in labels:
+                if isinstance(value, str) or not all(isinstance(n, str) for n in value):
+                    raise ValueError(
+                        f"split({key}=...) takes a sequence of new dimension names, not {value!r}"
+                    )
+                splits[key] = list(value)
+            else:
+                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                    raise ValueError(
+                        f"'{key}' is not a dimension of this mesh {self.sizes}; as a new dimension "
+                        f"it takes a positive int size, not {value!r}"
+                    )
+                constraints[key] = value
+        if not splits:
+            raise ValueError(f"split() needs at least one dimension of {self.sizes} to split")
+        fns = self._fns
+        steps = []
+        for label, names in splits.items():
+            sizes = [constraints.pop(n, lib.MONARCH_SPLIT_INFER) for n in names]
+            c_names, keep = _c_strings(names)
+            c_sizes = _new("size_t[]", sizes) if sizes else _NULL
+            args = (label.encode(), c_names, c_sizes, len(names))
+
+            def step(h, out, a=args, keep=keep):
+                return fns.split(h, *a, out)
+
+            steps.append((step, None))
+        if constraints:
+            raise ValueError(f"unused size constraints: {tuple(constraints)} are not names of a split dimension")
+        return self._apply(steps, "split")
+
+    def size(self, dim: str | Sequence[str] | None = None) -> int:
+        """Number of points: of the whole mesh (``dim=None``), of one
+        dimension, or the product over several."""
+        s = self._shape()
+        if dim is None:
+            return s.size
+        if isinstance(dim, str):
+            try:
+                return s.extent()[dim]
+            except KeyError:
+                raise _DimensionError(f"no dimension {dim!r} in mesh with dimensions {s.extent()}") from None
+        n = 1
+        for d in dim:
+            n *= self.size(d)
+        return n
+
+    @property
+    def sizes(self) -> dict:
+        """``{dimension: size}`` in order."""
+        return self._shape().extent()
+
+    @property
+    def extent(self) -> dict:
+        """Same as ``sizes``."""
+        return self._shape().extent()
+
+    def __len__(self):
+        return self._shape().size
 
 
 class _StopState:
@@ -742,9 +926,12 @@ def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name):
     return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, (_StopState("actor mesh"),))
 
 
-class ActorMesh:
+class ActorMesh(_MeshTrait):
     """An n-d array of actors of one class. ``mesh.endpoint_name`` gives the
-    call adverbs; ``slice(**dims)`` gives a sub-mesh."""
+    call adverbs; ``slice(**dims)``, ``flatten``, ``rename`` and ``split``
+    give other views of it."""
+
+    _fns = _MeshFns("actor", _am_free)
 
     def __init__(self, *a, **kw):
         raise TypeError("actor meshes are created with ProcMesh.spawn()")
@@ -813,35 +1000,10 @@ class ActorMesh:
             return Future(fut, _convert_all, (self, ep))
         return Future(fut, _convert_one, (self, ep))
 
-    def slice(self, **dims) -> ActorMesh:
-        """A view of part of the mesh: ``dim=int`` fixes (and removes) a
-        dimension, ``dim=slice`` narrows it."""
-        h = _do_slice(
-            self._h,
-            dims,
-            lib.monarch_actor_mesh_slice_index,
-            lib.monarch_actor_mesh_slice_range,
-            "monarch_actor_mesh **",
-            _am_free,
-        )
+    def _derive(self, handle, what) -> ActorMesh:
         return ActorMesh._wrap(
-            h, self._class_name, self._endpoints, self._name, (_StopState("actor mesh slice"),) + self._states
+            handle, self._class_name, self._endpoints, self._name, (_StopState(f"actor mesh {what}"),) + self._states
         )
-
-    @property
-    def extent(self) -> dict:
-        return self._shape().extent()
-
-    @property
-    def sizes(self) -> dict:
-        return self._shape().extent()
-
-    def size(self, label: str | None = None) -> int:
-        s = self._shape()
-        return s.size if label is None else s.extent()[label]
-
-    def __len__(self):
-        return self._shape().size
 
     def stop(self) -> Future:
         """Stop these actors (their procs keep running)."""
@@ -909,8 +1071,11 @@ def _ensure_this_proc_server():
         _this_proc_server = (server, t)
 
 
-class ProcMesh:
-    """An n-d array of procs (OS processes)."""
+class ProcMesh(_MeshTrait):
+    """An n-d array of procs (OS processes); ``slice(**dims)``, ``flatten``,
+    ``rename`` and ``split`` give other views of it."""
+
+    _fns = _MeshFns("proc", _pm_free)
 
     def __init__(self, *a, **kw):
         raise TypeError("proc meshes are created with HostMesh.spawn_procs() or this_proc()")
@@ -928,21 +1093,6 @@ class ProcMesh:
         if self._shape_cache is None:
             self._shape_cache = _owned_shape(lib.monarch_proc_mesh_shape, self._h)
         return self._shape_cache
-
-    @property
-    def extent(self) -> dict:
-        return self._shape().extent()
-
-    @property
-    def sizes(self) -> dict:
-        return self._shape().extent()
-
-    def size(self, label: str | None = None) -> int:
-        s = self._shape()
-        return s.size if label is None else s.extent()[label]
-
-    def __len__(self):
-        return self._shape().size
 
     def _check_live(self):
         for st in self._states:
@@ -989,16 +1139,8 @@ class ProcMesh:
         ready.get()
         return mesh
 
-    def slice(self, **dims) -> ProcMesh:
-        h = _do_slice(
-            self._h,
-            dims,
-            lib.monarch_proc_mesh_slice_index,
-            lib.monarch_proc_mesh_slice_range,
-            "monarch_proc_mesh **",
-            _pm_free,
-        )
-        return ProcMesh._wrap(h, (_StopState("proc mesh slice"),) + self._states, self._is_this_proc)
+    def _derive(self, handle, what) -> ProcMesh:
+        return ProcMesh._wrap(handle, (_StopState(f"proc mesh {what}"),) + self._states, self._is_this_proc)
 
     def stop(self) -> Future:
         """Stop the procs (asked first, killed after a grace period). The

@@ -30,6 +30,14 @@ class Counter(Actor):
         )
 
     @endpoint
+    def points(self):
+        return (
+            context().message_rank == current_rank(),
+            str(current_rank()),
+            str(context().actor_instance.rank),
+        )
+
+    @endpoint
     def boom(self, text="boom"):
         raise ValueError(text)
 
@@ -85,6 +93,10 @@ class Caller(Actor):
     @endpoint
     def call_slice(self, other, index):
         return other.slice(gpus=index).get.call_one().get()
+
+    @endpoint
+    def call_where(self, mesh):
+        return [v[4] for v in mesh.where.call().get().values()]
 
     @endpoint
     def echo_back(self, mesh):
