@@ -212,6 +212,19 @@ class Point(Mapping):
         return (Point, (self.rank, self._shape.extent()))
 
 
+class _DimensionError(ValueError, KeyError, TypeError):
+    """A dimension name the mesh does not have. A ValueError like every bad
+    argument, and also the KeyError (``size``) / TypeError (``slice``) that
+    upstream Monarch raises for it."""
+
+    __str__ = ValueError.__str__
+
+
+class _MeshIndexError(ValueError, IndexError):
+    """An index outside a dimension (a ValueError, and the IndexError of
+    upstream Monarch)."""
+
+
 # ---------------------------------------------------------------------------
 # ValueMesh
 
@@ -269,6 +282,19 @@ class ValueMesh:
     @property
     def extent(self) -> dict:
         return self._shape.extent()
+
+    @property
+    def sizes(self) -> dict:
+        return self._shape.extent()
+
+    def size(self, dim: str | None = None) -> int:
+        """Number of values, or the size of dimension ``dim``."""
+        if dim is None:
+            return len(self._values)
+        try:
+            return self._shape.extent()[dim]
+        except KeyError:
+            raise _DimensionError(f"no dimension {dim!r} in ValueMesh of shape {self._shape}") from None
 
     def __repr__(self):
         lines = [f"ValueMesh({self._shape}):"]
@@ -652,19 +678,6 @@ def context() -> Context:
 
 # ---------------------------------------------------------------------------
 # Meshes
-
-
-class _DimensionError(ValueError, KeyError, TypeError):
-    """A dimension name the mesh does not have. A ValueError like every bad
-    argument, and also the KeyError (``size``) / TypeError (``slice``) that
-    upstream Monarch raises for it."""
-
-    __str__ = ValueError.__str__
-
-
-class _MeshIndexError(ValueError, IndexError):
-    """An index outside a dimension (a ValueError, and the IndexError of
-    upstream Monarch)."""
 
 
 class _MeshFns:

@@ -137,7 +137,10 @@ def test_value_mesh_of_strided_slice(actors):
     vm = actors.slice(gpus=slice(1, None, 2)).where.call().get()
     assert isinstance(vm, ValueMesh)
     assert vm.extent == {"hosts": 2, "gpus": 2}
-    assert len(vm) == 4
+    assert len(vm) == vm.size() == 4
+    assert vm.sizes == {"hosts": 2, "gpus": 2} and vm.size("gpus") == 2
+    with pytest.raises(KeyError, match="'gpu'"):
+        vm.size("gpu")
     assert own_ranks(vm) == [1, 3, 5, 7]  # rank order of the view
     assert [p.rank for p, _ in vm] == [0, 1, 2, 3]
     assert [dict(p) for p, _ in vm.items()] == [
