@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use monarch_core::wire::ActorMeshRef;
 use monarch_core::{
-    ActorMesh, CallMode, ErrorKind, Future, PointValue, ProcMesh, Runtime, Shape, ValueMesh,
+    ActorMesh, CallMode, ErrorKind, Future, MeshView, PointValue, ProcMesh, Runtime, Shape,
+    ValueMesh,
 };
 
 /// Upper bound for any single wait; only there to turn a hang into a failure.

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use monarch_core::{CallMode, EventKind, ProcMesh, Runtime, Shape};
+use monarch_core::{CallMode, EventKind, MeshView, ProcMesh, Runtime, Shape};
 
 fn worker() {
     let rt = Runtime::new().expect("runtime");

@@ -21,6 +21,6 @@ pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};
 pub use geometry::Shape;
-pub use mesh::{ActorMesh, CallMode, ProcMesh};
+pub use mesh::{ActorMesh, CallMode, MeshView, ProcMesh};
 pub use runtime::{Event, EventKind, Future, Runtime};
 pub use value::{PointValue, ValueMesh};

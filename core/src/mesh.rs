@@ -69,54 +69,6 @@ impl ProcMesh {
         }
     }
 
-    pub fn shape(&self) -> &Shape {
-        &self.shape
-    }
-
-    pub fn at(&self, label: &str, index: usize) -> Result<ProcMesh> {
-        Ok(ProcMesh {
-            shape: self.shape.at(label, index)?,
-            ..self.clone()
-        })
-    }
-
-    pub fn select(
-        &self,
-        label: &str,
-        start: Option<i64>,
-        stop: Option<i64>,
-        step: i64,
-    ) -> Result<ProcMesh> {
-        Ok(ProcMesh {
-            shape: self.shape.select(label, start, stop, step)?,
-            ..self.clone()
-        })
-    }
-
-    /// All dimensions merged into one named `label` (see [`Shape::flatten`]).
-    pub fn flatten(&self, label: &str) -> Result<ProcMesh> {
-        Ok(ProcMesh {
-            shape: self.shape.flatten(label)?,
-            ..self.clone()
-        })
-    }
-
-    /// Dimensions renamed, all at once (see [`Shape::rename`]).
-    pub fn rename(&self, pairs: &[(&str, &str)]) -> Result<ProcMesh> {
-        Ok(ProcMesh {
-            shape: self.shape.rename(pairs)?,
-            ..self.clone()
-        })
-    }
-
-    /// Dimension `label` split into `parts` (see [`Shape::split`]).
-    pub fn split(&self, label: &str, parts: &[(&str, Option<usize>)]) -> Result<ProcMesh> {
-        Ok(ProcMesh {
-            shape: self.shape.split(label, parts)?,
-            ..self.clone()
-        })
-    }
-
     fn addrs(&self) -> Vec<String> {
         self.shape
             .base_ranks()
@@ -176,6 +128,74 @@ impl ProcMesh {
     }
 }
 
+/// What proc meshes and actor meshes share: a [`Shape`] view over their
+/// base ranks, and the operations that derive a new view (sharing the
+/// same procs or actors; nothing is copied or renumbered).
+pub trait MeshView: Sized {
+    fn shape(&self) -> &Shape;
+
+    /// The same mesh seen through `shape` (a view of the same base ranks).
+    fn with_shape(&self, shape: Shape) -> Self;
+
+    /// Dimension `label` fixed at `index`, removed (see [`Shape::at`]).
+    fn at(&self, label: &str, index: usize) -> Result<Self> {
+        Ok(self.with_shape(self.shape().at(label, index)?))
+    }
+
+    /// Dimension `label` narrowed to a range (see [`Shape::select`]).
+    fn select(
+        &self,
+        label: &str,
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: i64,
+    ) -> Result<Self> {
+        Ok(self.with_shape(self.shape().select(label, start, stop, step)?))
+    }
+
+    /// All dimensions merged into one named `label` (see [`Shape::flatten`]).
+    fn flatten(&self, label: &str) -> Result<Self> {
+        Ok(self.with_shape(self.shape().flatten(label)?))
+    }
+
+    /// Dimensions renamed, all at once (see [`Shape::rename`]).
+    fn rename(&self, pairs: &[(&str, &str)]) -> Result<Self> {
+        Ok(self.with_shape(self.shape().rename(pairs)?))
+    }
+
+    /// Dimension `label` split into `parts` (see [`Shape::split`]).
+    fn split(&self, label: &str, parts: &[(&str, Option<usize>)]) -> Result<Self> {
+        Ok(self.with_shape(self.shape().split(label, parts)?))
+    }
+}
+
+impl MeshView for ProcMesh {
+    fn shape(&self) -> &Shape {
+        &self.shape
+    }
+    fn with_shape(&self, shape: Shape) -> ProcMesh {
+        ProcMesh {
+            shape,
+            ..self.clone()
+        }
+    }
+}
+
+impl MeshView for ActorMesh {
+    fn shape(&self) -> &Shape {
+        &self.r.shape
+    }
+    fn with_shape(&self, shape: Shape) -> ActorMesh {
+        ActorMesh::new(
+            self.rt.clone(),
+            ActorMeshRef {
+                shape,
+                ..(*self.r).clone()
+            },
+        )
+    }
+}
+
 /// An n-d array of actors of one type, one per proc of a proc mesh (or a
 /// view of such a mesh).
 #[derive(Clone)]
@@ -211,49 +231,6 @@ impl ActorMesh {
 
     pub fn name(&self) -> &str {
         &self.r.name
-    }
-
-    pub fn shape(&self) -> &Shape {
-        &self.r.shape
-    }
-
-    fn with_shape(&self, shape: Shape) -> ActorMesh {
-        ActorMesh::new(
-            self.rt.clone(),
-            ActorMeshRef {
-                shape,
-                ..(*self.r).clone()
-            },
-        )
-    }
-
-    pub fn at(&self, label: &str, index: usize) -> Result<ActorMesh> {
-        Ok(self.with_shape(self.r.shape.at(label, index)?))
-    }
-
-    pub fn select(
-        &self,
-        label: &str,
-        start: Option<i64>,
-        stop: Option<i64>,
-        step: i64,
-    ) -> Result<ActorMesh> {
-        Ok(self.with_shape(self.r.shape.select(label, start, stop, step)?))
-    }
-
-    /// All dimensions merged into one named `label` (see [`Shape::flatten`]).
-    pub fn flatten(&self, label: &str) -> Result<ActorMesh> {
-        Ok(self.with_shape(self.r.shape.flatten(label)?))
-    }
-
-    /// Dimensions renamed, all at once (see [`Shape::rename`]).
-    pub fn rename(&self, pairs: &[(&str, &str)]) -> Result<ActorMesh> {
-        Ok(self.with_shape(self.r.shape.rename(pairs)?))
-    }
-
-    /// Dimension `label` split into `parts` (see [`Shape::split`]).
-    pub fn split(&self, label: &str, parts: &[(&str, Option<usize>)]) -> Result<ActorMesh> {
-        Ok(self.with_shape(self.r.shape.split(label, parts)?))
     }
 
     /// Call endpoint `method` with `parts`. Returns the future of the

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use handles::{insert, remove, HeldEvent, HeldValueMesh, Object};
-use monarch_core::{ActorMesh, CallMode, Error, PointValue, ProcMesh, Runtime, Shape};
+use monarch_core::{ActorMesh, CallMode, Error, MeshView, PointValue, ProcMesh, Runtime, Shape};
 pub use status::*;
 
 /// The ABI version this library implements. Bumped on any incompatible
@@ -312,6 +312,54 @@ fn split_args<'a>(
         .collect())
 }
 
+/// The two kinds of mesh handle, for the entry points they share.
+trait MeshHandle: MeshView {
+    const KIND: &'static str;
+    fn from_object(o: Object) -> Result<Self, Object>;
+    fn into_object(self) -> Object;
+}
+
+impl MeshHandle for ProcMesh {
+    const KIND: &'static str = "proc mesh";
+    fn from_object(o: Object) -> Result<Self, Object> {
+        match o {
+            Object::ProcMesh(m) => Ok(m),
+            o => Err(o),
+        }
+    }
+    fn into_object(self) -> Object {
+        Object::ProcMesh(self)
+    }
+}
+
+impl MeshHandle for ActorMesh {
+    const KIND: &'static str = "actor mesh";
+    fn from_object(o: Object) -> Result<Self, Object> {
+        match o {
+            Object::ActorMesh(m) => Ok(m),
+            o => Err(o),
+        }
+    }
+    fn into_object(self) -> Object {
+        Object::ActorMesh(self)
+    }
+}
+
+/// Look up mesh handle `h`, derive a new view with `op`, and write a new
+/// handle for it to `*out`.
+fn derive_view<M: MeshHandle, C: 'static>(
+    h: *mut C,
+    out: *mut *mut C,
+    op: impl FnOnce(&M) -> Result<M, Fail>,
+) -> Result<(), Fail> {
+    let h = h as usize;
+    let m = M::from_object(handles::get(h, M::KIND)?)
+        .map_err(|o| handles::wrong_kind(h, M::KIND, o.kind()))?;
+    let out = out_ptr(out, "out")?;
+    *out = insert(op(&m)?.into_object()) as *mut C;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------
 // Proc meshes
 
@@ -398,13 +446,7 @@ pub unsafe extern "C" fn monarch_proc_mesh_slice_index(
     index: usize,
     out: *mut *mut monarch_proc_mesh,
 ) -> monarch_status {
-    guard(|| {
-        let m = typed!(pm, ProcMesh, "proc mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.at(arg_str(label, "label")?, index)?;
-        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
-        Ok(())
-    })
+    guard(|| derive_view::<ProcMesh, _>(pm, out, |m| Ok(m.at(arg_str(label, "label")?, index)?)))
 }
 
 /// Write a new handle for the slice that keeps dimension `label` narrowed
@@ -420,11 +462,9 @@ pub unsafe extern "C" fn monarch_proc_mesh_slice_range(
     out: *mut *mut monarch_proc_mesh,
 ) -> monarch_status {
     guard(|| {
-        let m = typed!(pm, ProcMesh, "proc mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.select(arg_str(label, "label")?, Some(start), Some(stop), step)?;
-        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
-        Ok(())
+        derive_view::<ProcMesh, _>(pm, out, |m| {
+            Ok(m.select(arg_str(label, "label")?, Some(start), Some(stop), step)?)
+        })
     })
 }
 
@@ -439,13 +479,7 @@ pub unsafe extern "C" fn monarch_proc_mesh_flatten(
     label: *const c_char,
     out: *mut *mut monarch_proc_mesh,
 ) -> monarch_status {
-    guard(|| {
-        let m = typed!(pm, ProcMesh, "proc mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.flatten(arg_str(label, "label")?)?;
-        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
-        Ok(())
-    })
+    guard(|| derive_view::<ProcMesh, _>(pm, out, |m| Ok(m.flatten(arg_str(label, "label")?)?)))
 }
 
 /// Write a new handle for the view with dimension `from[i]` renamed to
@@ -460,13 +494,7 @@ pub unsafe extern "C" fn monarch_proc_mesh_rename(
     n: usize,
     out: *mut *mut monarch_proc_mesh,
 ) -> monarch_status {
-    guard(|| {
-        let m = typed!(pm, ProcMesh, "proc mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.rename(&rename_args(from, to, n)?)?;
-        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
-        Ok(())
-    })
+    guard(|| derive_view::<ProcMesh, _>(pm, out, |m| Ok(m.rename(&rename_args(from, to, n)?)?)))
 }
 
 /// Write a new handle for the view with dimension `label` replaced, in
@@ -485,11 +513,9 @@ pub unsafe extern "C" fn monarch_proc_mesh_split(
     out: *mut *mut monarch_proc_mesh,
 ) -> monarch_status {
     guard(|| {
-        let m = typed!(pm, ProcMesh, "proc mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.split(arg_str(label, "label")?, &split_args(names, sizes, n)?)?;
-        *out = insert(Object::ProcMesh(s)) as *mut monarch_proc_mesh;
-        Ok(())
+        derive_view::<ProcMesh, _>(pm, out, |m| {
+            Ok(m.split(arg_str(label, "label")?, &split_args(names, sizes, n)?)?)
+        })
     })
 }
 
@@ -569,13 +595,7 @@ pub unsafe extern "C" fn monarch_actor_mesh_slice_index(
     index: usize,
     out: *mut *mut monarch_actor_mesh,
 ) -> monarch_status {
-    guard(|| {
-        let m = typed!(am, ActorMesh, "actor mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.at(arg_str(label, "label")?, index)?;
-        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
-        Ok(())
-    })
+    guard(|| derive_view::<ActorMesh, _>(am, out, |m| Ok(m.at(arg_str(label, "label")?, index)?)))
 }
 
 /// Like `monarch_proc_mesh_slice_range`, for actor meshes.
@@ -589,11 +609,9 @@ pub unsafe extern "C" fn monarch_actor_mesh_slice_range(
     out: *mut *mut monarch_actor_mesh,
 ) -> monarch_status {
     guard(|| {
-        let m = typed!(am, ActorMesh, "actor mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.select(arg_str(label, "label")?, Some(start), Some(stop), step)?;
-        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
-        Ok(())
+        derive_view::<ActorMesh, _>(am, out, |m| {
+            Ok(m.select(arg_str(label, "label")?, Some(start), Some(stop), step)?)
+        })
     })
 }
 
@@ -604,13 +622,7 @@ pub unsafe extern "C" fn monarch_actor_mesh_flatten(
     label: *const c_char,
     out: *mut *mut monarch_actor_mesh,
 ) -> monarch_status {
-    guard(|| {
-        let m = typed!(am, ActorMesh, "actor mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.flatten(arg_str(label, "label")?)?;
-        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
-        Ok(())
-    })
+    guard(|| derive_view::<ActorMesh, _>(am, out, |m| Ok(m.flatten(arg_str(label, "label")?)?)))
 }
 
 /// Like `monarch_proc_mesh_rename`, for actor meshes.
@@ -622,13 +634,7 @@ pub unsafe extern "C" fn monarch_actor_mesh_rename(
     n: usize,
     out: *mut *mut monarch_actor_mesh,
 ) -> monarch_status {
-    guard(|| {
-        let m = typed!(am, ActorMesh, "actor mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.rename(&rename_args(from, to, n)?)?;
-        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
-        Ok(())
-    })
+    guard(|| derive_view::<ActorMesh, _>(am, out, |m| Ok(m.rename(&rename_args(from, to, n)?)?)))
 }
 
 /// Like `monarch_proc_mesh_split`, for actor meshes.
@@ -642,11 +648,9 @@ pub unsafe extern "C" fn monarch_actor_mesh_split(
     out: *mut *mut monarch_actor_mesh,
 ) -> monarch_status {
     guard(|| {
-        let m = typed!(am, ActorMesh, "actor mesh");
-        let out = out_ptr(out, "out")?;
-        let s = m.split(arg_str(label, "label")?, &split_args(names, sizes, n)?)?;
-        *out = insert(Object::ActorMesh(s)) as *mut monarch_actor_mesh;
-        Ok(())
+        derive_view::<ActorMesh, _>(am, out, |m| {
+            Ok(m.split(arg_str(label, "label")?, &split_args(names, sizes, n)?)?)
+        })
     })
 }
 
