@@ -2,9 +2,11 @@
 //!
 //! - `monarch worker`: the generic worker proc. Started by a controller as
 //!   the bootstrap command of a proc mesh; hosts the built-in Rust actor
-//!   types (see [`worker`]).
+//!   types and plugin actors from shared libraries (see [`worker`],
+//!   [`plugin`]).
 //! - `monarch host`: the host agent (not implemented yet).
 
+mod plugin;
 mod worker;
 
 use std::process::ExitCode;
@@ -16,7 +18,8 @@ Usage: monarch <COMMAND> [OPTIONS]
 
 Commands:
   worker    Run as a generic worker proc hosting the built-in Rust actors
-            (started by a controller as its bootstrap command)
+            and plugin actors (started by a controller as its bootstrap
+            command)
   host      Run a host agent (NOT IMPLEMENTED YET: exits with an error)
   help      Print this message, or the help of a command
 
@@ -31,7 +34,7 @@ Logging: set MONARCH_LOG (tracing env-filter syntax, default \"warn\").
 const WORKER_USAGE: &str = "\
 monarch worker: run as a generic worker proc
 
-Usage: monarch worker [OPTIONS]
+Usage: monarch worker [--plugin PATH]...
 
 A controller starts this command as the bootstrap command of a proc mesh,
 e.g. argv = [\"/path/to/monarch\", \"worker\"]. It reads its identity, the
@@ -49,8 +52,18 @@ Built-in actor types:
             the new value as 8 LE bytes), get (returns the value)
   bad       its constructor always fails
 
+Plugin actor types: each --plugin PATH is a shared library exporting
+`monarch_plugin_init` (bindings/cpp/include/monarch/plugin.h; C++ actor
+classes become a plugin with bindings/cpp/include/monarch/plugin.hpp). Its
+actor types are spawned by the type names it registers, e.g. argv =
+[\"/path/to/monarch\", \"worker\", \"--plugin\", \"/path/to/libmyactors.so\"].
+A library that cannot be loaded, or registers a built-in name, makes the
+worker exit with status 2 before it connects.
+
 Options:
-  -h, --help     Print help
+      --plugin PATH  Load plugin actor types from the shared library PATH
+                     (repeatable)
+  -h, --help         Print help
 ";
 
 const HOST_USAGE: &str = "\
@@ -80,6 +93,28 @@ fn is_help(a: &str) -> bool {
 fn usage_error(msg: &str, usage: &str) -> ExitCode {
     eprintln!("monarch: {msg}\n\n{usage}");
     ExitCode::from(2)
+}
+
+/// The plugin paths of `monarch worker [--plugin PATH | --plugin=PATH]...`.
+fn parse_worker_args(args: &[String]) -> Result<Vec<String>, String> {
+    let mut plugins = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--plugin" {
+            match it.next() {
+                Some(p) if !p.is_empty() => plugins.push(p.clone()),
+                _ => return Err("--plugin needs a PATH".into()),
+            }
+        } else if let Some(p) = a.strip_prefix("--plugin=") {
+            if p.is_empty() {
+                return Err("--plugin needs a PATH".into());
+            }
+            plugins.push(p.to_string());
+        } else {
+            return Err(format!("unexpected argument '{a}'"));
+        }
+    }
+    Ok(plugins)
 }
 
 fn main() -> ExitCode {
@@ -117,11 +152,12 @@ fn main() -> ExitCode {
                 print!("{WORKER_USAGE}");
                 return ExitCode::SUCCESS;
             }
-            if let Some(a) = rest.first() {
-                return usage_error(&format!("unexpected argument '{a}'"), WORKER_USAGE);
-            }
+            let plugins = match parse_worker_args(rest) {
+                Ok(p) => p,
+                Err(msg) => return usage_error(&msg, WORKER_USAGE),
+            };
             init_logging();
-            worker::run()
+            worker::run(&plugins)
         }
         "host" => {
             if rest.iter().any(|a| is_help(a)) {

@@ -1,4 +1,6 @@
-//! `monarch worker`: the generic worker proc hosting built-in Rust actors.
+//! `monarch worker`: the generic worker proc hosting built-in Rust actors
+//! and the actor types of plugin libraries (`--plugin PATH`, see
+//! [`crate::plugin`]).
 //!
 //! The event loop pulls events from the runtime and answers each one with
 //! `Event::reply`. Actor state lives in a map keyed by the actor key the
@@ -9,10 +11,16 @@ use std::process::ExitCode;
 
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
+use crate::plugin::{PluginActor, Plugins};
+
+/// The built-in actor types (plugins may not register these names).
+pub const BUILTIN_TYPES: &[&str] = &["echo", "counter", "bad"];
+
 /// A hosted actor instance.
 enum Actor {
     Echo,
     Counter(i64),
+    Plugin(PluginActor),
 }
 
 /// What an endpoint answers: parts, or an error message.
@@ -28,8 +36,20 @@ fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
     Ok(i64::from_le_bytes(bytes))
 }
 
-/// Construct an actor of `type_name` from its argument parts.
-fn construct(type_name: &str, args: &[Vec<u8>]) -> Result<Actor, String> {
+/// Construct an actor of `type_name` from the spawn event's argument parts.
+fn construct(plugins: &Plugins, ev: &Event) -> Result<Actor, String> {
+    let (type_name, args) = (ev.type_name.as_str(), &ev.parts);
+    if plugins.has_type(type_name) {
+        return plugins
+            .create(
+                type_name,
+                &ev.actor,
+                args,
+                ev.message_rank,
+                ev.shape.as_deref(),
+            )
+            .map(Actor::Plugin);
+    }
     match type_name {
         "echo" => Ok(Actor::Echo),
         "counter" => {
@@ -40,9 +60,14 @@ fn construct(type_name: &str, args: &[Vec<u8>]) -> Result<Actor, String> {
             Ok(Actor::Counter(start))
         }
         "bad" => Err("actor type 'bad' always fails to construct".to_string()),
-        other => Err(format!(
-            "unknown actor type '{other}' (monarch worker hosts: echo, counter, bad)"
-        )),
+        other => {
+            let mut known: Vec<&str> = BUILTIN_TYPES.to_vec();
+            known.extend(plugins.type_names());
+            Err(format!(
+                "unknown actor type '{other}' (this monarch worker hosts: {})",
+                known.join(", ")
+            ))
+        }
     }
 }
 
@@ -68,10 +93,18 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
             Ok(vec![v.to_le_bytes().to_vec()])
         }
         (Actor::Counter(v), "get") => Ok(vec![v.to_le_bytes().to_vec()]),
+        (Actor::Plugin(p), m) => p.handle(
+            m,
+            &ev.actor,
+            &ev.parts,
+            ev.message_rank,
+            ev.shape.as_deref(),
+        ),
         (a, m) => {
             let ty = match a {
                 Actor::Echo => "echo",
                 Actor::Counter(_) => "counter",
+                Actor::Plugin(_) => unreachable!("handled above"),
             };
             Err(format!("actor type '{ty}' has no endpoint '{m}'"))
         }
@@ -91,14 +124,29 @@ fn answer(ev: &mut Event, r: Reply) {
     }
 }
 
-/// Serve events until the controller stops this proc.
-pub fn run() -> ExitCode {
+/// Serve events until the controller stops this proc, hosting the built-in
+/// actors and those of the plugin libraries at `plugin_paths`.
+pub fn run(plugin_paths: &[String]) -> ExitCode {
     if std::env::var_os(monarch_core::runtime::ENV_CONTROLLER).is_none() {
         eprintln!(
             "monarch worker: {} is not set; this command is started by a controller \
              as the bootstrap command of a proc mesh (see `monarch worker --help`)",
             monarch_core::runtime::ENV_CONTROLLER
         );
+        return ExitCode::from(2);
+    }
+    // Declared before `actors` so that every plugin actor is destroyed
+    // before its library is unloaded.
+    let mut plugins = Plugins::default();
+    for path in plugin_paths {
+        if let Err(e) = plugins.load(path) {
+            tracing::error!(error = %e, "cannot load plugin");
+            eprintln!("monarch worker: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if let Some(t) = BUILTIN_TYPES.iter().find(|t| plugins.has_type(t)) {
+        eprintln!("monarch worker: a plugin registers the built-in actor type '{t}'");
         return ExitCode::from(2);
     }
     let rt = match Runtime::new() {
@@ -120,7 +168,7 @@ pub fn run() -> ExitCode {
             }
         };
         match ev.kind {
-            EventKind::Spawn => match construct(&ev.type_name, &ev.parts) {
+            EventKind::Spawn => match construct(&plugins, &ev) {
                 Ok(a) => {
                     actors.insert(ev.actor.clone(), a);
                     answer(&mut ev, Ok(Vec::new()));
@@ -145,6 +193,7 @@ pub fn run() -> ExitCode {
         }
     }
     tracing::debug!("worker stopping");
+    drop(actors);
     rt.shutdown();
     ExitCode::SUCCESS
 }

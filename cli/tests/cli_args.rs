@@ -92,3 +92,25 @@ fn version() {
     assert!(o.status.success());
     assert!(stdout(&o).starts_with("monarch "));
 }
+
+#[test]
+fn worker_plugin_option_needs_a_path() {
+    for args in [&["worker", "--plugin"][..], &["worker", "--plugin="]] {
+        let o = monarch(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&o).contains("--plugin needs a PATH"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = monarch(&["worker", "--help"]);
+    assert!(stdout(&o).contains("--plugin PATH"), "{}", stdout(&o));
+}
+
+#[test]
+fn worker_with_a_plugin_but_no_controller_refuses_to_start() {
+    let o = monarch(&["worker", "--plugin", "/nonexistent/lib.so"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("MONARCH_CONTROLLER is not set"));
+}
