@@ -30,7 +30,8 @@ CARGO_PROFILE := --release
 # procs of this run (see scripts/check-orphans.sh).
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
-.PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean
+.PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean \
+	cpp test-cpp cpp-asan bench-cpp
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
@@ -43,6 +44,10 @@ help:
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
 	@echo "make bench     run benches/run.py"
+	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
+	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
+	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
+	@echo "make bench-cpp the C++ ping benchmark (benches/cpp_ping.cpp)"
 	@echo "make clean     remove build outputs (cargo, Python build dirs)"
 	@echo "make distclean clean, and remove .venv"
 
@@ -78,6 +83,35 @@ demo: venv install
 
 bench: venv install
 	$(VPY) benches/run.py
+
+# ---------------------------------------------------------------- C++
+# The CMake package (bindings/cpp) installed into $(CPP_PREFIX); the tests
+# and examples/cpp are separate CMake projects using find_package(Monarch).
+CMAKE := $(VENV)/bin/cmake
+CTEST := $(VENV)/bin/ctest
+CPP_BUILD := build/cpp
+CPP_PREFIX := $(abspath $(CPP_BUILD)/install)
+
+cpp: venv build
+	$(CMAKE) -S bindings/cpp -B $(CPP_BUILD)/pkg -DCMAKE_INSTALL_PREFIX=$(CPP_PREFIX) >/dev/null
+	$(CMAKE) --install $(CPP_BUILD)/pkg >/dev/null
+	$(CMAKE) -S bindings/cpp/tests -B $(CPP_BUILD)/tests -DCMAKE_PREFIX_PATH=$(CPP_PREFIX) >/dev/null
+	$(CMAKE) --build $(CPP_BUILD)/tests -j2
+	$(CMAKE) -S examples/cpp -B $(CPP_BUILD)/examples -DCMAKE_PREFIX_PATH=$(CPP_PREFIX) >/dev/null
+	$(CMAKE) --build $(CPP_BUILD)/examples -j2
+
+test-cpp: cpp
+	$(CTEST) --test-dir $(CPP_BUILD)/tests --output-on-failure
+	timeout 120 $(CPP_BUILD)/examples/sgd_trainer >/dev/null
+	timeout 120 $(CPP_BUILD)/examples/sgd_trainer --plugin $(abspath $(CPP_BUILD)/examples/libmyactors.so) >/dev/null
+
+cpp-asan: cpp
+	$(CMAKE) -S bindings/cpp/tests -B $(CPP_BUILD)/tests-asan -DCMAKE_PREFIX_PATH=$(CPP_PREFIX) -DMONARCH_ASAN=ON >/dev/null
+	$(CMAKE) --build $(CPP_BUILD)/tests-asan -j2
+	$(CTEST) --test-dir $(CPP_BUILD)/tests-asan --output-on-failure
+
+bench-cpp: cpp
+	$(CPP_BUILD)/examples/cpp_ping
 
 # ---------------------------------------------------------------- checks
 lint: venv check-cargo

@@ -1,0 +1,388 @@
+// End-to-end tests of monarch.hpp. The binary is its own worker: procs it
+// spawns re-run it, and serve_if_worker hosts the test actors there.
+//
+//   cpp_test NAME    run one test (ctest runs each in its own process,
+//                    since a process has one runtime)
+//   cpp_test         list the tests
+//
+// MONARCH_CLI and MONARCH_TEST_PLUGIN (compile definitions) are the paths of
+// the `monarch` binary and of the test plugin library.
+#include <monarch/monarch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "test_actors.hpp"
+
+MONARCH_ACTOR(test_actors::Counter, "Counter");
+MONARCH_ACTOR(test_actors::Echo, "Echo");
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond)                                                             \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      std::cerr << __FILE__ << ":" << __LINE__ << ": CHECK failed: " #cond "\n"; \
+      ++failures;                                                               \
+    }                                                                           \
+  } while (0)
+
+// Run `f`, expecting it to throw E; returns the exception (or a default).
+template <class E, class F>
+std::optional<E> throws(F&& f, int line) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e;
+  } catch (const std::exception& e) {
+    std::cerr << __FILE__ << ":" << line << ": wrong exception: " << e.what() << "\n";
+    ++failures;
+    return std::nullopt;
+  }
+  std::cerr << __FILE__ << ":" << line << ": expected an exception\n";
+  ++failures;
+  return std::nullopt;
+}
+#define THROWS(E, expr) throws<E>([&] { expr; }, __LINE__)
+
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
+
+using namespace std::chrono_literals;
+using monarch::ActorError;
+using monarch::Error;
+
+void test_lifecycle() {
+  monarch::Runtime rt;
+  CHECK(!rt.is_worker());
+  CHECK(rt.fd() >= 0);
+  auto procs = rt.spawn_procs({{"hosts", 2}, {"gpus", 2}});
+  auto shape = procs.shape();
+  CHECK(shape.labels() == (std::vector<std::string>{"hosts", "gpus"}));
+  CHECK(shape.numel() == 4);
+  auto counters = procs.spawn("c", "Counter", std::int64_t{10});
+  CHECK(counters.shape().numel() == 4);
+  auto vm = counters.call("incr", std::int64_t{5}).get(30s);
+  CHECK(vm.size() == 4);
+  for (auto v : vm.values<std::int64_t>()) CHECK(v == 15);
+  // Stop the actors: later calls fail per point, procs keep running.
+  counters.stop().get(30s);
+  auto after = counters.call("get").get(30s);
+  CHECK(after.has_errors());
+  // A new actor on the same procs still works.
+  auto c2 = procs.spawn("c2", "Counter");
+  CHECK(c2.call("get").get(30s).values<std::int64_t>() == std::vector<std::int64_t>(4, 0));
+  procs.stop().get(30s);
+  // Calls after the procs stopped do not hang.
+  auto f = c2.call("get");
+  CHECK(f.wait_for(30s));
+  try {
+    auto r = f.get();
+    CHECK(r.has_errors());
+  } catch (const Error& e) {
+    CHECK(e.status() != MONARCH_OK);
+  }
+}
+
+void test_calls() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"procs", 3}});
+  auto echo = procs.spawn("e", "Echo");
+  // Typed arguments and results.
+  auto greet = echo.call("greet", std::string("bob"), std::int32_t{2}).get(30s);
+  for (auto& p : greet) CHECK(p.as<std::string>() == "hello bob;hello bob;");
+  CHECK(echo.call("sum", std::vector<double>{1, 2, 3.5}).get(30s).values<double>() ==
+        std::vector<double>(3, 6.5));
+  // Raw parts, several of them, including an empty one.
+  monarch::Bytes big(1 << 20, 7);
+  auto raw = echo.slice("procs", 1)
+                 .call_parts("echo", std::vector<monarch::BytesView>{monarch::BytesView("ab"),
+                                                                      monarch::BytesView(),
+                                                                      big},
+                             monarch::CallMode::One)
+                 .get(30s);
+  CHECK(raw.size() == 1);
+  CHECK(raw[0].size() == 3);
+  CHECK(raw[0].part(0).str() == "ab");
+  CHECK(raw[0].part(1).size == 0);
+  CHECK(raw[0].part(2).size == big.size() && raw[0].part(2).data[12345] == 7);
+  // Ranks and points.
+  auto ranks = echo.call("rank").get(30s);
+  std::size_t i = 0;
+  for (auto& p : ranks) {
+    CHECK(p.ok());
+    CHECK(p.rank() == i);
+    CHECK(p.point()["procs"] == i);
+    CHECK(p.as<std::uint64_t>() == i);
+    ++i;
+  }
+  CHECK(i == 3);
+  // choose: one answer.
+  auto one = echo.choose("rank").get(30s);
+  CHECK(one.size() == 1);
+  // call_one on one actor.
+  CHECK(echo.slice("procs", 2).call_one("rank").get(30s).item<std::uint64_t>() == 0);
+  // broadcast then a call: FIFO per sender, so the broadcast went first.
+  auto counter = procs.spawn("c", "Counter");
+  counter.broadcast("incr", std::int64_t{4});
+  CHECK(counter.call("get").get(30s).values<std::int64_t>() == std::vector<std::int64_t>(3, 4));
+  // void endpoint: zero parts.
+  auto nothing = echo.call("nothing").get(30s);
+  for (auto& p : nothing) CHECK(p.ok() && p.size() == 0);
+  // Pipelined futures complete in any order of get().
+  std::vector<monarch::Future> fs;
+  for (int k = 0; k < 50; ++k) fs.push_back(counter.slice("procs", 0).call_one("incr", std::int64_t{1}));
+  for (int k = 49; k >= 0; --k) CHECK(fs[k].get(30s).item<std::int64_t>() == 4 + k + 1);
+  // ready()/wait_for on a slow call.
+  auto slow = echo.slice("procs", 0).call_one("sleep_ms", std::int64_t{300});
+  CHECK(!slow.ready());
+  CHECK(!slow.wait_for(10ms));
+  CHECK(slow.wait_for(30s));
+  CHECK(slow.ready());
+  slow.get();
+  // A reference round trip.
+  auto ref = counter.to_ref();
+  auto again = monarch::ActorMesh::from_ref(rt, ref);
+  CHECK(again.call("get").get(30s).size() == 3);
+}
+
+void test_slicing() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"hosts", 2}, {"gpus", 3}});
+  auto echo = procs.spawn("e", "Echo");
+  auto host1 = echo.slice("hosts", 1);
+  auto s = host1.shape();
+  CHECK(s.labels() == std::vector<std::string>{"gpus"});
+  CHECK(s.sizes() == std::vector<std::uint64_t>{3});
+  // Ranks are relative to the mesh called.
+  CHECK(host1.call("rank").get(30s).values<std::uint64_t>() ==
+        (std::vector<std::uint64_t>{0, 1, 2}));
+  CHECK(host1.call("labels").get(30s)[0].as<std::string>() == "gpus,");
+  auto tail = echo.slice("gpus", 1, monarch::kEnd);
+  CHECK(tail.shape().sizes() == (std::vector<std::uint64_t>{2, 2}));
+  auto vm = tail.call("rank").get(30s);
+  CHECK(vm.shape().labels() == (std::vector<std::string>{"hosts", "gpus"}));
+  for (auto& p : vm) {
+    CHECK(p.point().coords.size() == 2);
+    CHECK(p.point()["hosts"] * 2 + p.point()["gpus"] == p.rank());
+  }
+  auto stepped = echo.slice("gpus", 0, 3, 2).slice("hosts", -1, monarch::kEnd);
+  CHECK(stepped.shape().sizes() == (std::vector<std::uint64_t>{1, 2}));
+  // Proc mesh slices: spawn on a slice only.
+  auto sub = procs.slice("hosts", 0);
+  auto c = sub.spawn("c", "Counter", std::int64_t{1});
+  CHECK(c.shape().numel() == 3);
+  CHECK(c.call("get").get(30s).values<std::int64_t>() == std::vector<std::int64_t>(3, 1));
+  // Bad slices are errors thrown across the boundary.
+  auto e = THROWS(Error, echo.slice("nope", 0));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  e = THROWS(Error, echo.slice("hosts", 7));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  e = THROWS(Error, echo.slice("hosts", 0, 2, 0));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+}
+
+void test_errors() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"procs", 2}});
+  auto echo = procs.spawn("e", "Echo");
+  // An endpoint that throws: an error point per rank; the actor lives on.
+  auto vm = echo.call("fail").get(30s);
+  CHECK(vm.has_errors());
+  CHECK(!vm[1].ok() && contains(vm[1].error(), "fail on rank 1"));
+  auto ae = THROWS(ActorError, vm.check());
+  if (ae) {
+    CHECK(ae->rank() == 0);
+    CHECK(ae->status() == monarch::kEndpointFailed);
+    CHECK(contains(ae->what(), "fail on rank 0"));
+  }
+  THROWS(ActorError, vm.values<std::int64_t>());
+  THROWS(ActorError, vm[0].as<std::int64_t>());
+  CHECK(echo.call("rank").get(30s).values<std::uint64_t>().size() == 2);
+  // Unknown endpoint, wrong argument count and sizes.
+  auto u = echo.call("nope").get(30s);
+  CHECK(contains(u[0].error(), "no endpoint 'nope'"));
+  auto w = echo.call("greet", std::string("x")).get(30s);
+  CHECK(contains(w[0].error(), "takes 2 parts, got 1"));
+  auto z = echo.call("greet", std::string("x"), std::int64_t{1}).get(30s);
+  CHECK(contains(z[0].error(), "expected a part of 4 bytes"));
+  // Decoding a reply as the wrong type throws locally.
+  THROWS(monarch::DecodeError, echo.call("rank").get(30s)[0].as<std::int32_t>());
+  // Constructors: unknown type, throwing constructor.
+  auto ce = THROWS(ActorError, procs.spawn("x", "NoSuchType"));
+  if (ce) CHECK(contains(ce->what(), "unknown actor type 'NoSuchType'"));
+  ce = THROWS(ActorError, procs.spawn("y", "Counter", std::int64_t{-1}));
+  if (ce) CHECK(contains(ce->what(), "start must be >= 0"));
+  // call_one on a mesh of two actors is an invalid argument.
+  auto e = THROWS(Error, echo.call_one("rank"));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // get(timeout) throws a timeout; the future stays usable.
+  auto slow = echo.slice("procs", 0).call_one("sleep_ms", std::int64_t{500});
+  e = THROWS(Error, slow.get(1ms));
+  if (e) {
+    CHECK(e->status() == MONARCH_ERR_TIMEOUT);
+    CHECK(e->is_timeout());
+  }
+  CHECK(slow.get(30s).size() == 1);
+  // Taking a result twice.
+  e = THROWS(Error, slow.get());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // Bad bootstrap environment.
+  monarch::ProcOptions bad;
+  bad.env = {"NOEQUALS"};
+  e = THROWS(Error, rt.spawn_procs({{"p", 1}}, bad));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+}
+
+void test_crash() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"procs", 3}});
+  auto echo = procs.spawn("e", "Echo");
+  // The proc of rank 2 exits while its call is in flight: that point fails
+  // (promptly), the other ranks answer.
+  auto vm = echo.slice("procs", 2).call_one("exit").get(30s);
+  CHECK(!vm[0].ok());
+  CHECK(contains(vm[0].error(), "code 3"));
+  auto all = echo.call("rank").get(30s);
+  CHECK(all[0].ok() && all[1].ok());
+  CHECK(!all[2].ok());
+  // Disjoint slices keep working.
+  CHECK(echo.slice("procs", 0, 2).call("rank").get(30s).values<std::uint64_t>().size() == 2);
+}
+
+void test_after_free() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"procs", 1}});
+  auto echo = procs.spawn("e", "Echo");
+  // A moved-from owner holds no handle: the library rejects it.
+  monarch::ActorMesh moved = std::move(echo);
+  auto e = THROWS(Error, echo.call("rank"));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  // A raw handle freed twice, or used after free, is rejected.
+  monarch_actor_mesh* raw = moved.slice("procs", 0).release();
+  CHECK(monarch_actor_mesh_free(raw) == MONARCH_OK);
+  CHECK(monarch_actor_mesh_free(raw) == MONARCH_ERR_INVALID_HANDLE);
+  monarch::ActorMesh stale(raw);  // adopts a freed handle
+  e = THROWS(Error, stale.call("rank"));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  stale.release();
+  // A future whose handle was freed.
+  monarch::Future f = moved.call("rank");
+  monarch_future* rf = f.release();
+  CHECK(monarch_future_free(rf) == MONARCH_OK);
+  monarch::Future sf(rf);
+  e = THROWS(Error, sf.get());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  sf.release();
+  // Wrong kind: a proc mesh handle passed as an actor mesh.
+  monarch::ActorMesh wrong(reinterpret_cast<monarch_actor_mesh*>(procs.handle()));
+  e = THROWS(Error, wrong.call("rank"));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  wrong.release();
+  // After the runtime is shut down, meshes fail instead of hanging.
+  rt.shutdown();
+  try {
+    auto vm = moved.call("rank").get(30s);
+    std::cerr << "after shutdown: " << vm[0].error() << "\n";
+    CHECK(vm.has_errors());
+  } catch (const Error& err) {
+    std::cerr << "after shutdown: " << monarch::status_name(err.status()) << ": " << err.what() << "\n";
+    CHECK(err.status() == MONARCH_ERR_STOPPED || err.status() == MONARCH_ERR_INVALID_HANDLE);
+  }
+}
+
+void test_local_actors() {
+  // Actors in the controller process itself, served while we wait.
+  monarch::Runtime rt;
+  auto me = rt.this_proc();
+  auto [counter, ready] = me.spawn_async("local", "Counter",
+                                         {monarch::encode(std::int64_t{7})});
+  while (!ready.ready()) rt.serve_events(10);
+  ready.get().check();
+  auto f = counter.call("incr", std::int64_t{3});
+  while (!f.ready()) rt.serve_events(10);
+  CHECK(f.get().item<std::int64_t>() == 10);
+}
+
+void test_plugin() {
+  monarch::Runtime rt;
+  monarch::ProcOptions opts;
+  opts.argv = {MONARCH_CLI, "worker", "--plugin", MONARCH_TEST_PLUGIN};
+  auto procs = rt.spawn_procs({{"procs", 2}}, opts);
+  auto c = procs.spawn("pc", "PluginCounter", std::int64_t{100});
+  CHECK(c.call("incr", std::int64_t{1}).get(30s).values<std::int64_t>() ==
+        std::vector<std::int64_t>(2, 101));
+  CHECK(c.call("add_all", std::vector<std::int64_t>{1, 2, 3}).get(30s).values<std::int64_t>() ==
+        std::vector<std::int64_t>(2, 107));
+  auto e = procs.spawn("pe", "PluginEcho");
+  CHECK(e.call("greet", std::string("plugin"), std::int32_t{1}).get(30s)[1].as<std::string>() ==
+        "hello plugin;");
+  CHECK(e.call("rank").get(30s).values<std::uint64_t>() == (std::vector<std::uint64_t>{0, 1}));
+  CHECK(e.call("labels").get(30s)[0].as<std::string>() == "procs,");
+  auto vm = e.call("fail").get(30s);
+  CHECK(!vm[1].ok() && contains(vm[1].error(), "fail on rank 1"));
+  auto ce = THROWS(ActorError, procs.spawn("bad", "PluginCounter", std::int64_t{-5}));
+  if (ce) CHECK(contains(ce->what(), "start must be >= 0"));
+  // Unknown types list the plugin's types.
+  ce = THROWS(ActorError, procs.spawn("x", "Nope"));
+  if (ce) CHECK(contains(ce->what(), "PluginCounter"));
+  // Built-in Rust actors still work next to plugin actors.
+  auto echo = procs.spawn("be", "echo");
+  CHECK(echo.call_parts("echo", std::vector<monarch::BytesView>{monarch::BytesView("x")})
+            .get(30s)[0]
+            .part(0)
+            .str() == "x");
+  // Stopping a plugin actor destroys it; the proc lives on.
+  c.stop().get(30s);
+  CHECK(c.call("get").get(30s).has_errors());
+  CHECK(e.call("rank").get(30s).size() == 2);
+  // A plugin that cannot load makes the worker exit: calls fail, no hang.
+  monarch::ProcOptions badopts;
+  badopts.argv = {MONARCH_CLI, "worker", "--plugin", "/nonexistent/libnope.so"};
+  auto badprocs = rt.spawn_procs({{"procs", 1}}, badopts);
+  auto [m, ready] = badprocs.spawn_async("x", "echo");
+  CHECK(ready.wait_for(60s));
+  try {
+    CHECK(ready.get().has_errors());
+  } catch (const Error& err) {
+    CHECK(err.status() != MONARCH_OK);
+  }
+}
+
+const std::map<std::string, std::function<void()>> tests = {
+    {"lifecycle", test_lifecycle}, {"calls", test_calls},           {"slicing", test_slicing},
+    {"errors", test_errors},       {"crash", test_crash},           {"after_free", test_after_free},
+    {"local_actors", test_local_actors}, {"plugin", test_plugin},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  monarch::serve_if_worker(argc, argv);
+  if (argc < 2) {
+    for (auto& t : tests) std::cout << t.first << "\n";
+    return 0;
+  }
+  auto it = tests.find(argv[1]);
+  if (it == tests.end()) {
+    std::cerr << "unknown test " << argv[1] << "\n";
+    return 2;
+  }
+  try {
+    it->second();
+  } catch (const std::exception& e) {
+    std::cerr << "uncaught exception: " << e.what() << "\n";
+    ++failures;
+  }
+  std::cout << argv[1] << ": " << (failures ? "FAILED" : "ok") << " (" << failures
+            << " failures)\n";
+  return failures ? 1 : 0;
+}
