@@ -35,7 +35,7 @@ ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
-	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, orphan check (what CI runs)"
+	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), orphan check (what CI runs)"
 	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
 	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
 	@echo "make install   pip install ./bindings/python into .venv"
@@ -131,6 +131,7 @@ test: venv build install
 	$(CARGO) test $(CARGO_PROFILE) --workspace
 	$(VPY) -m pytest -q bindings/python/tests
 	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
+	$(MAKE) --no-print-directory test-cpp cpp-asan
 	scripts/check-orphans.sh
 
 # ---------------------------------------------------------------- clean
