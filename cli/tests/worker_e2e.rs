@@ -431,12 +431,20 @@ fn stop_leaves_no_child_processes() {
 fn runtime_shutdown_stops_procs_and_fails_pending_work() {
     let c = Controller::new();
     let pm = c.procs_2x2();
-    let _am = spawn(&pm, "echo", "echo", &[]);
+    let am = spawn(&pm, "echo", "echo", &[]);
     let pids = worker_pids(&c.rt);
     assert_eq!(pids.len(), 4);
     c.rt.shutdown();
     for pid in &pids {
         assert!(!alive(*pid), "pid {pid} outlived the runtime");
+    }
+    // Calls after shutdown fail at once with Stopped, not with a future.
+    for mode in [CallMode::All, CallMode::Broadcast, CallMode::Choose] {
+        let e = am
+            .call("echo", &[b"x"], mode)
+            .err()
+            .expect("call after shutdown");
+        assert_eq!(e.kind, ErrorKind::Stopped, "{mode:?}: {e}");
     }
     let e = ProcMesh::spawn(&c.rt, Shape::new(&[("x", 1)]).unwrap(), &worker_argv(), &[])
         .err()

@@ -86,7 +86,7 @@ impl io::Write for BlockingWriter<'_> {
     }
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         loop {
-            match self.s.write_vectored(bufs) {
+            match send_vectored(self.s.as_raw_fd(), bufs) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     wait_fd(self.s.as_raw_fd(), libc::POLLOUT)?;
                 }
@@ -96,6 +96,29 @@ impl io::Write for BlockingWriter<'_> {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// `sendmsg` with `MSG_NOSIGNAL`: writing to a peer that has gone away must
+/// be an error (EPIPE), not a SIGPIPE that kills a host program which left
+/// that signal at its default (C and C++ programs do; Rust and Python ignore
+/// it).
+fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice is guaranteed ABI-compatible with iovec on Unix.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    loop {
+        // SAFETY: `msg` points at `bufs`, which outlive the call.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
@@ -330,6 +353,21 @@ mod tests {
             }
         }
         assert!(matches!(r.drain(&mut |_| {}), Err(FrameError::Closed)));
+    }
+
+    #[test]
+    fn writing_to_a_closed_peer_is_an_error_not_a_signal() {
+        // Restore SIGPIPE's default (the Rust test harness ignores it), as in
+        // a C host program: a plain write would now kill the process.
+        // SAFETY: changing this process's signal disposition in a test.
+        let old = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        let (a, b) = UnixStream::pair().unwrap();
+        let conn = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        drop(a);
+        let r = conn.write(b"header", &[b"part"]);
+        // SAFETY: restoring the previous disposition.
+        unsafe { libc::signal(libc::SIGPIPE, old) };
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EPIPE));
     }
 
     #[test]

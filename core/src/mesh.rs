@@ -280,6 +280,7 @@ impl ActorMesh {
         parts: &[&[u8]],
         replies: bool,
     ) -> Result<Option<Future>> {
+        self.rt.check_running()?;
         let shape = &self.r.shape;
         let dests: Vec<&String> = shape.base_ranks().map(|r| &self.r.procs[r]).collect();
         env.sender = self.rt.addr().to_string();

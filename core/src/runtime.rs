@@ -600,7 +600,7 @@ impl Runtime {
         signal_eventfd(self.inner.io.kick.as_raw_fd());
     }
 
-    fn check_running(&self) -> Result<()> {
+    pub(crate) fn check_running(&self) -> Result<()> {
         if self.inner.stopped.load(Ordering::SeqCst) {
             Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
         } else {

@@ -18,14 +18,10 @@
 // actor that dies shows up as an error point of calls in flight and later
 // calls), remote host meshes (HostMesh is this machine only), zero-copy
 // sends with a deleter.
-//
-// Side effect: Runtime() and serve_if_worker() set SIGPIPE to SIG_IGN if it
-// is at its default (libmonarch does not yet send with MSG_NOSIGNAL).
 #ifndef MONARCH_HPP
 #define MONARCH_HPP
 
 #include <monarch.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -152,21 +148,6 @@ inline std::int64_t to_ms(std::chrono::nanoseconds d) {
   if (d.count() < 0) return 0;
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
   return static_cast<std::int64_t>(ms);
-}
-
-// libmonarch writes to sockets whose peer may have exited (a proc that
-// died or was stopped) without MSG_NOSIGNAL; a C/C++ process keeps the
-// default SIGPIPE action and would be killed (Rust and Python programs
-// ignore SIGPIPE). Until the library handles it, ignore SIGPIPE if the
-// program left it at the default.
-inline void ignore_default_sigpipe() {
-  struct sigaction old {};
-  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, nullptr);
-  }
 }
 
 inline monarch_runtime*& adopted_runtime() {
@@ -690,7 +671,6 @@ class Runtime {
       throw Error(MONARCH_ERR_INVALID_ARGUMENT,
                   "libmonarch ABI version " + std::to_string(monarch_abi_version()) +
                       " but this header was built for " + std::to_string(MONARCH_ABI_VERSION));
-    detail::ignore_default_sigpipe();
     monarch_runtime* rt = std::exchange(detail::adopted_runtime(), nullptr);
     if (!rt) detail::check(monarch_runtime_new(&rt));
     h_ = Handle(rt);
@@ -781,7 +761,6 @@ class HostMesh {
 inline void serve_if_worker(int argc, char** argv) {
   (void)argc;
   (void)argv;
-  detail::ignore_default_sigpipe();
   monarch_runtime* rt = nullptr;
   monarch_status s = monarch_runtime_new(&rt);
   if (s != MONARCH_OK) {
