@@ -1,9 +1,12 @@
 """Build hook: compile libmonarch with cargo and ship it inside the package.
 
 ``pip install ./bindings/python`` runs ``cargo build --release -p
-monarch-ffi`` in the workspace root (two levels up, reusing its target
-directory and cache) and copies ``libmonarch.so`` and ``include/monarch.h``
-into the installed ``monarch`` package, where ``monarch._lib`` looks first.
+monarch-ffi -p monarch-cli`` in the workspace root (two levels up, reusing
+its target directory and cache) and copies ``libmonarch.so`` and
+``include/monarch.h`` into the installed ``monarch`` package, where
+``monarch._lib`` looks first, and the ``monarch`` CLI to ``monarch/bin/``,
+where ``monarch.actor.monarch_binary()`` finds it (``monarch worker
+--plugin`` procs host native plugin actors).
 """
 
 import os
@@ -37,11 +40,13 @@ class BuildWithCargo(build_py):
     def run(self):
         super().run()
         target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-        subprocess.check_call([_cargo(), "build", "--release", "-p", "monarch-ffi"], cwd=ROOT)
+        subprocess.check_call([_cargo(), "build", "--release", "-p", "monarch-ffi", "-p", "monarch-cli"], cwd=ROOT)
         dest = os.path.join(self.build_lib, "monarch")
         os.makedirs(dest, exist_ok=True)
         shutil.copy2(os.path.join(target, "release", "libmonarch.so"), os.path.join(dest, "libmonarch.so"))
         shutil.copy2(os.path.join(ROOT, "include", "monarch.h"), os.path.join(dest, "monarch.h"))
+        os.makedirs(os.path.join(dest, "bin"), exist_ok=True)
+        shutil.copy2(os.path.join(target, "release", "monarch"), os.path.join(dest, "bin", "monarch"))
 
 
 cmdclass = {"build_py": BuildWithCargo}

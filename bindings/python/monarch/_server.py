@@ -15,6 +15,24 @@ Protocol between Python callers and Python actors (all parts are produced by
   the pickled exception when it pickles (else the pickled ``None``), so an
   error answer from Python always has at least one part. Error points with
   no parts come from the runtime itself (a proc died, an actor is gone).
+* raw-bytes actors, for callers in other languages (a C/C++ controller
+  through the C ABI, or Python's ``ProcMesh.spawn_native``), no pickle:
+
+  - raw spawn event: ``type_name`` is ``"module:Class"`` (a colon, which a
+    pickled spawn's ``module.qualname`` never has; ``Class`` may be a
+    dotted qualname). The worker imports ``module`` (it must be importable
+    there, e.g. through ``PYTHONPATH``), checks that ``Class`` is a
+    subclass of ``monarch.actor.Actor`` and constructs it with one
+    ``bytes`` positional argument per part (no parts: ``Class()``).
+    Answered like a pickled spawn.
+  - raw endpoint (``@endpoint(raw=True)``), whoever spawned the actor: a
+    message to it is not unpickled; the endpoint is called with one
+    ``bytes`` positional argument per part. Its return value is sent as
+    the reply's parts: bytes-like -> one part, ``None`` -> no parts, a
+    list/tuple of bytes-like -> one part each. Anything else, or an
+    exception, is an error answer (below): its message is the text a C/C++
+    caller sees.
+
 * stop-actor event: ``__cleanup__`` is called when the actor defines it,
   then the event is answered with no parts.
 * stop-proc event: the loop ends; the worker then frees its runtime and
@@ -46,6 +64,7 @@ _event_reply = lib.monarch_event_reply
 _event_reply_error = lib.monarch_event_reply_error
 _next_event = lib.monarch_runtime_next_event
 _NULL = ffi.NULL
+_buffer = ffi.buffer
 _string = ffi.string
 _from_buffer = ffi.from_buffer
 
@@ -64,6 +83,7 @@ _EMPTY_PARTS = ffi.new("monarch_bytes[1]")
 
 class _Hosted:
     __slots__ = ("instance", "rank", "shape_bytes", "_point", "key", "endpoints")
+    # endpoints: method (bytes) -> (bound function, is_raw)
 
     def __init__(self, key, rank, shape_bytes):
         self.key = key
@@ -106,6 +126,7 @@ class Server:
         self._kind = ffi.new("uint32_t *")
         self._actor = ffi.new("char **")
         self._method = ffi.new("char **")
+        self._type = ffi.new("char **")
         self._n = ffi.new("size_t *")
         self._data = ffi.new("uint8_t **")
         self._len = ffi.new("size_t *")
@@ -162,6 +183,20 @@ class Server:
         if st:
             check(st)
 
+    def _reply_raw(self, ev, result, method: bytes):
+        """Answer a raw endpoint: its result as the reply's parts."""
+        if result is None:
+            check(_event_reply(ev, _EMPTY_PARTS, 0))
+            return
+        parts = result if isinstance(result, (list, tuple)) else [result]
+        if any(isinstance(p, str) for p in parts):
+            raise TypeError(
+                f"raw endpoint {method.decode()!r} must return bytes-like, a list of them, or None; got str"
+            )
+        arr, keep = _serial.to_c_parts(parts)
+        check(_event_reply(ev, arr, len(parts)))
+        del keep
+
     def _reply_err(self, ev, exc: BaseException, what: str = ""):
         text = _format_exc(exc)
         if what:
@@ -206,14 +241,14 @@ class Server:
         """Handle one event; returns False on stop-proc."""
         owner_box = [None]
         try:
-            st = _event_info(ev, self._kind, self._actor, self._method, _NULL)
+            st = _event_info(ev, self._kind, self._actor, self._method, self._type)
             if st:
                 check(st)
             kind = self._kind[0]
             if kind == EVENT_MESSAGE:
                 self._message(ev, _string(self._actor[0]), _string(self._method[0]), owner_box)
             elif kind == EVENT_SPAWN:
-                self._spawn(ev, _string(self._actor[0]), owner_box)
+                self._spawn(ev, _string(self._actor[0]), _string(self._type[0]), owner_box)
             elif kind == EVENT_STOP_ACTOR:
                 self._stop_actor(ev, _string(self._actor[0]))
             elif kind == EVENT_STOP_PROC:
@@ -224,7 +259,28 @@ class Server:
                 _event_free(ev)
             # else: the owner frees the event once nothing views its memory
 
-    def _spawn(self, ev, key: bytes, owner_box):
+    def _raw_args(self, ev) -> list:
+        """The event's parts, copied into ``bytes`` (raw spawns and raw
+        endpoints)."""
+        return [_buffer(p, n)[:] for p, n in self._parts(ev)]
+
+    def _raw_class(self, type_name: bytes):
+        """The Actor subclass named by a raw spawn's ``module:Class``."""
+        import importlib
+
+        from .actor import Actor
+
+        module_name, _, qualname = type_name.decode("utf-8", "replace").partition(":")
+        if not module_name or not qualname:
+            raise ValueError(f"raw spawn type {type_name.decode()!r} is not 'module:Class'")
+        obj = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        if not isinstance(obj, type) or not issubclass(obj, Actor):
+            raise TypeError(f"{type_name.decode()!r} is not a subclass of monarch.actor.Actor")
+        return obj
+
+    def _spawn(self, ev, key: bytes, type_name: bytes, owner_box):
         check(lib.monarch_event_rank(ev, self._rank, self._shape, self._shape_len))
         n = self._shape_len[0]
         shape_bytes = ffi.buffer(self._shape[0], n)[:] if n else b""
@@ -232,7 +288,10 @@ class Server:
         prev_event, prev_actor = current.event, current.actor
         current.event, current.actor = ev, hosted
         try:
-            cls, args, kwargs = self._load(ev, owner_box)
+            if b":" in type_name:
+                cls, args, kwargs = self._raw_class(type_name), self._raw_args(ev), {}
+            else:
+                cls, args, kwargs = self._load(ev, owner_box)
             obj = cls.__new__(cls)
             hosted.instance = obj
             obj.__init__(*args, **kwargs)
@@ -253,11 +312,15 @@ class Server:
         try:
             if hosted is None:
                 raise RuntimeError(f"no actor {key.decode()!r} in this proc")
-            fn = hosted.endpoints.get(method)
-            if fn is None:
-                fn = self._endpoint(hosted, method)
-            args, kwargs = self._load(ev, owner_box)
-            result = fn(*args, **kwargs)
+            entry = hosted.endpoints.get(method)
+            if entry is None:
+                entry = self._endpoint(hosted, method)
+            fn, raw = entry
+            if raw:
+                result = fn(*self._raw_args(ev))
+            else:
+                args, kwargs = self._load(ev, owner_box)
+                result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
                 result = _run_coroutine(result)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
@@ -275,7 +338,10 @@ class Server:
         current.event, current.actor = prev_event, prev_actor
         if self._wants_reply(ev):
             try:
-                self._reply_ok(ev, result)
+                if raw:
+                    self._reply_raw(ev, result, method)
+                else:
+                    self._reply_ok(ev, result)
             except BaseException as exc:  # noqa: BLE001 - unpicklable result
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
@@ -284,16 +350,16 @@ class Server:
                 )
 
     def _endpoint(self, hosted: _Hosted, method: bytes):
-        from .actor import _is_endpoint
+        from .actor import _is_endpoint, _is_raw
 
         name = method.decode()
         cls = type(hosted.instance)
         attr = getattr(cls, name, None)
         if attr is None or not _is_endpoint(attr):
             raise AttributeError(f"actor {cls.__qualname__} has no endpoint {name!r}")
-        fn = getattr(hosted.instance, name)
-        hosted.endpoints[method] = fn
-        return fn
+        entry = (getattr(hosted.instance, name), _is_raw(attr))
+        hosted.endpoints[method] = entry
+        return entry
 
     def _stop_actor(self, ev, key: bytes):
         hosted = self.actors.pop(key, None)

@@ -62,6 +62,7 @@ __all__ = [
     "current_rank",
     "current_size",
     "endpoint",
+    "monarch_binary",
     "this_host",
     "this_proc",
 ]
@@ -357,6 +358,41 @@ def _read_point(vm, rank, s, owner_box):
     return False, None, _serial.loads_parts(parts, owner_box[0])
 
 
+def _point_error(vm, rank, s, nparts, native):
+    """(msg, exc, remote) of error point ``rank``. ``remote``: the error
+    came from the actor (a Python error answer always has parts; a native
+    actor's has none, so every error of a native mesh counts as remote)."""
+    msg = ffi.string(s.err[0]).decode("utf-8", "replace") if s.err[0] != _NULL else ""
+    exc = None
+    if nparts == 1:
+        check(_vm_part(vm, rank, 0, s.data, s.len))
+        try:
+            exc = _serial.loads_parts([(s.data[0], s.len[0])], None)
+        except Exception:  # noqa: BLE001 - class unknown here, or not a pickle
+            exc = None
+        if not isinstance(exc, BaseException):
+            exc = None
+    return msg, exc, bool(nparts) or native
+
+
+def _read_point_raw(vm, rank, s, native):
+    """Like _read_point for raw endpoints: the value is the reply's parts as
+    ``bytes`` (one part), ``None`` (no parts) or a tuple of ``bytes``."""
+    st = _vm_point(vm, rank, s.is_err, s.err, s.n)
+    if st:
+        check(st)
+    nparts = s.n[0]
+    if s.is_err[0]:
+        return True, _point_error(vm, rank, s, nparts, native), None
+    out = []
+    for i in range(nparts):
+        check(_vm_part(vm, rank, i, s.data, s.len))
+        out.append(_buffer(s.data[0], s.len[0])[:])
+    if not out:
+        return False, None, None
+    return False, None, out[0] if len(out) == 1 else tuple(out)
+
+
 def _what(ctx):
     a, b = ctx
     if isinstance(b, EndpointRef):
@@ -421,6 +457,33 @@ def _convert_one(vm, ctx):
     if is_err:
         _raise_failures([(0, info)], 1, ctx)
     return value
+
+
+def _raw_converter(all_points: bool, native: bool):
+    """Convert function of a future of raw replies (see _read_point_raw)."""
+
+    def convert(vm, ctx):
+        s = _scratch
+        try:
+            check(_vm_len(vm, s.n))
+            n = s.n[0] if all_points else 1
+            values = []
+            failures = []
+            for rank in range(n):
+                is_err, info, value = _read_point_raw(vm, rank, s, native)
+                if is_err:
+                    failures.append((rank, info))
+                values.append(value)
+        finally:
+            _vm_free(vm)
+        if failures:
+            _raise_failures(failures, n, ctx)
+        return ValueMesh(_ctx_shape(ctx), values) if all_points else values[0]
+
+    return convert
+
+
+_RAW_CONVERT = {(a, n): _raw_converter(a, n) for a in (False, True) for n in (False, True)}
 
 
 def _convert_none(vm, ctx):
@@ -585,7 +648,16 @@ class Endpoint:
 
 def endpoint(fn=None, **options):
     """Mark an actor method as an endpoint: ``@endpoint`` or
-    ``@endpoint(...)`` (options are accepted for compatibility)."""
+    ``@endpoint(...)`` (other options are accepted for compatibility).
+
+    ``@endpoint(raw=True)``: a raw-bytes endpoint, callable without pickle
+    from any language (e.g. a C++ controller). It is called with one
+    ``bytes`` positional argument per payload part of the message, and
+    returns a bytes-like object (one reply part), ``None`` (no parts) or a
+    list/tuple of bytes-like objects (one part each). Python callers pass
+    bytes-like arguments (one part each) and get replies back as ``bytes``
+    / ``None`` / tuple of ``bytes``. An exception is answered as usual (a
+    text message; C/C++ callers see it as the error of the point)."""
     if fn is None:
         return lambda f: Endpoint(f, **options)
     return Endpoint(fn, **options)
@@ -595,13 +667,40 @@ def _is_endpoint(attr) -> bool:
     return isinstance(attr, Endpoint)
 
 
-def _endpoint_names(cls) -> frozenset:
+def _is_raw(attr) -> bool:
+    return isinstance(attr, Endpoint) and bool(attr.options.get("raw"))
+
+
+def _endpoint_names(cls, raw_only=False) -> frozenset:
     names = set()
+    seen = set()
     for klass in cls.__mro__:
         for name, attr in vars(klass).items():
-            if isinstance(attr, Endpoint):
+            if name in seen:
+                continue  # overridden in a subclass
+            seen.add(name)
+            if isinstance(attr, Endpoint) and (not raw_only or _is_raw(attr)):
                 names.add(name)
     return frozenset(names)
+
+
+class _AnyName:
+    """The endpoint set of a native actor mesh: every name (the type's
+    endpoints are not known on this side), all raw."""
+
+    __slots__ = ()
+
+    def __contains__(self, name):
+        return isinstance(name, str) and not name.startswith("_")
+
+    def __reduce__(self):
+        return "_ANY"
+
+    def __repr__(self):
+        return "<any endpoint>"
+
+
+_ANY = _AnyName()
 
 
 class Actor:
@@ -900,12 +999,13 @@ class EndpointRef:
     """``mesh.method``: the adverbs to call endpoint ``method`` of every
     actor of ``mesh``."""
 
-    __slots__ = ("_mesh", "_name", "_cname")
+    __slots__ = ("_mesh", "_name", "_cname", "_raw")
 
-    def __init__(self, mesh, name):
+    def __init__(self, mesh, name, raw=False):
         self._mesh = mesh
         self._name = name
         self._cname = name.encode()
+        self._raw = raw
 
     def call(self, *args, **kwargs) -> Future:
         """Call every actor; a Future of the ValueMesh of replies."""
@@ -933,10 +1033,30 @@ class EndpointRef:
         return f"<endpoint {self._name!r} of {self._mesh!r}>"
 
 
-def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name):
+def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name, raw=frozenset()):
     out = _new("monarch_actor_mesh **")
     check(lib.monarch_actor_mesh_from_ref(runtime(), ref, len(ref), out), "cannot rebuild actor mesh")
-    return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, (_StopState("actor mesh"),))
+    return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, (_StopState("actor mesh"),), raw)
+
+
+def _raw_parts(args, what):
+    """``monarch_bytes[]`` of bytes-like ``args`` (one part each)."""
+    n = len(args)
+    arr = _new("monarch_bytes[]", n) if n else _scratch.one
+    keep = []
+    for i, a in enumerate(args):
+        if isinstance(a, str):
+            raise TypeError(f"{what} takes bytes-like arguments (one part each), not str (encode it)")
+        try:
+            cp = _from_buffer(a)
+        except TypeError as e:
+            raise TypeError(
+                f"{what} takes bytes-like arguments (one part each), not {type(a).__name__}"
+            ) from e
+        keep.append(cp)
+        arr[i].ptr = cp
+        arr[i].len = len(cp)
+    return arr, n, keep
 
 
 class ActorMesh(_MeshTrait):
@@ -950,12 +1070,13 @@ class ActorMesh(_MeshTrait):
         raise TypeError("actor meshes are created with ProcMesh.spawn()")
 
     @classmethod
-    def _wrap(cls, handle, class_name, endpoints, name, states):
+    def _wrap(cls, handle, class_name, endpoints, name, states, raw=frozenset()):
         self = object.__new__(cls)
         d = self.__dict__
         d["_h"] = handle
         d["_class_name"] = class_name
         d["_endpoints"] = endpoints
+        d["_raw"] = raw  # names of raw endpoints (_ANY for a native mesh)
         d["_name"] = name
         d["_states"] = states
         d["_shape_cache"] = None
@@ -964,9 +1085,17 @@ class ActorMesh(_MeshTrait):
     def __getattr__(self, attr):
         if attr.startswith("__") or attr not in self.__dict__.get("_endpoints", ()):
             raise AttributeError(f"actor mesh {self._name!r} of {self._class_name} has no endpoint {attr!r}")
-        ref = EndpointRef(self, attr)
+        ref = EndpointRef(self, attr, attr in self._raw)
         self.__dict__[attr] = ref
         return ref
+
+    def endpoint(self, name: str) -> EndpointRef:
+        """``mesh.endpoint("name")`` is ``mesh.name``, for endpoint names
+        that are not Python identifiers or that clash with mesh methods
+        (e.g. a native actor's ``slice`` or ``stop``)."""
+        if name not in self._endpoints:
+            raise AttributeError(f"actor mesh {self._name!r} of {self._class_name} has no endpoint {name!r}")
+        return EndpointRef(self, name, name in self._raw)
 
     def _shape(self) -> _Shape:
         s = self._shape_cache
@@ -985,6 +1114,8 @@ class ActorMesh(_MeshTrait):
         for st in self._states:
             if st.stopped:
                 self._check_live()
+        if ep._raw:
+            return self._send_raw(ep, args, kwargs, mode)
         try:
             parts = _serial.dumps_call(args, kwargs)
         except Exception as e:
@@ -1013,9 +1144,29 @@ class ActorMesh(_MeshTrait):
             return Future(fut, _convert_all, (self, ep))
         return Future(fut, _convert_one, (self, ep))
 
+    def _send_raw(self, ep: EndpointRef, args, kwargs, mode):
+        what = f"{self._class_name}.{ep._name}"
+        if kwargs:
+            raise TypeError(f"raw endpoint {what} takes no keyword arguments")
+        arr, n, keep = _raw_parts(args, f"raw endpoint {what}")
+        s = _scratch
+        st = _am_call(self._h, ep._cname, arr, n, mode, s.fut)
+        del keep
+        if st:
+            raise error_for(st, f"cannot call {what}")
+        if mode == CALL_BROADCAST:
+            return None
+        convert = _RAW_CONVERT[(mode == CALL_ALL, self._raw is _ANY)]
+        return Future(_gc(s.fut[0], _future_free), convert, (self, ep))
+
     def _derive(self, handle, what) -> ActorMesh:
         return ActorMesh._wrap(
-            handle, self._class_name, self._endpoints, self._name, (_StopState(f"actor mesh {what}"),) + self._states
+            handle,
+            self._class_name,
+            self._endpoints,
+            self._name,
+            (_StopState(f"actor mesh {what}"),) + self._states,
+            self._raw,
         )
 
     def stop(self) -> Future:
@@ -1031,7 +1182,7 @@ class ActorMesh(_MeshTrait):
         n = _new("size_t *")
         check(lib.monarch_actor_mesh_to_ref(self._h, out, n))
         ref = take_buffer(out[0], n[0])
-        return (_rebuild_actor_mesh, (ref, self._endpoints, self._class_name, self._name))
+        return (_rebuild_actor_mesh, (ref, self._endpoints, self._class_name, self._name, self._raw))
 
     def __repr__(self):
         return f"<ActorMesh {self._name!r} of {self._class_name} {self._shape()}>"
@@ -1145,9 +1296,52 @@ class ProcMesh(_MeshTrait):
             _endpoint_names(cls),
             name,
             (_StopState("actor mesh"),) + self._states,
+            _endpoint_names(cls, raw_only=True),
         )
         ready = Future(
             _gc(out_ready[0], _future_free), _convert_all, (mesh._shape, f"constructor of {cls.__qualname__}")
+        )
+        ready.get()
+        return mesh
+
+    def spawn_native(self, name: str, type_name: str, *args) -> ActorMesh:
+        """Spawn one actor of type ``type_name`` on every proc, by name and
+        without pickle: ``args`` are bytes-like, one payload part each.
+
+        For procs running ``monarch worker --plugin LIB`` (see
+        ``HostMesh.spawn_procs(plugins=...)``) ``type_name`` is a type the
+        plugin registered (e.g. a C++ class exported with
+        ``MONARCH_ACTOR``); for Python procs it is ``"module:Class"`` (the
+        class is imported there and constructed with one ``bytes`` argument
+        per part; see ``monarch._server``).
+
+        Every endpoint of the result is raw: ``mesh.incr.call(b"...")`` sends
+        its bytes-like arguments as parts and gives back ``bytes`` per
+        point (``None`` for a reply without parts, a tuple of ``bytes`` for
+        several). A failing endpoint raises ActorError with the actor's
+        message. Waits until every constructor has run (ActorError if one
+        failed)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("spawn_native() needs a non-empty mesh name")
+        if not isinstance(type_name, str) or not type_name:
+            raise ValueError("spawn_native() needs a non-empty actor type name")
+        self._check_live()
+        arr, n, keep = _raw_parts(args, f"spawn_native({type_name!r})")
+        if self._is_this_proc:
+            _ensure_this_proc_server()
+        out_mesh = _new("monarch_actor_mesh **")
+        out_ready = _new("monarch_future **")
+        st = lib.monarch_actor_mesh_spawn(
+            self._h, name.encode(), type_name.encode(), arr, n, out_mesh, out_ready
+        )
+        del keep
+        if st:
+            raise error_for(st, f"cannot spawn {type_name}")
+        mesh = ActorMesh._wrap(
+            _gc(out_mesh[0], _am_free), type_name, _ANY, name, (_StopState("actor mesh"),) + self._states, _ANY
+        )
+        ready = Future(
+            _gc(out_ready[0], _future_free), _RAW_CONVERT[(True, True)], (mesh._shape, f"constructor of {type_name}")
         )
         ready.get()
         return mesh
@@ -1182,10 +1376,29 @@ class HostMesh:
     def extent(self) -> dict:
         return dict(self._extent)
 
-    def spawn_procs(self, per_host: dict | None = None, bootstrap=None, name: str | None = None) -> ProcMesh:
+    def spawn_procs(
+        self, per_host: dict | None = None, bootstrap=None, name: str | None = None, plugins=None
+    ) -> ProcMesh:
         """Start ``per_host`` procs (e.g. ``{"gpus": 4}``) on every host;
-        the result has the host mesh's dimensions followed by ``per_host``'s."""
+        the result has the host mesh's dimensions followed by ``per_host``'s.
+
+        Each proc runs ``bootstrap`` (an argv; default: this interpreter
+        with ``-m monarch._bootstrap``, hosting Python actors). ``plugins``
+        (paths of plugin libraries, e.g. C++ actors built with
+        monarch/plugin.hpp) instead runs ``monarch worker --plugin LIB ...``
+        (the binary from ``monarch_binary()``); spawn their actor types
+        with ``ProcMesh.spawn_native``."""
         per_host = dict(per_host or {})
+        if plugins is not None:
+            if bootstrap is not None:
+                raise ValueError("spawn_procs() takes bootstrap or plugins, not both")
+            if isinstance(plugins, (str, bytes, os.PathLike)):
+                plugins = [plugins]
+            bootstrap = [monarch_binary(), "worker"]
+            for p in plugins:
+                if not os.path.exists(p):
+                    raise FileNotFoundError(f"plugin library {os.fsdecode(p)!r} does not exist")
+                bootstrap += ["--plugin", os.path.abspath(p)]
         dims = {**self._extent, **per_host}
         labels = [_new("char[]", k.encode()) for k in dims]
         for k, v in dims.items():
@@ -1208,6 +1421,32 @@ class HostMesh:
 
     def __repr__(self):
         return f"<HostMesh {self._extent}>"
+
+
+def monarch_binary() -> str:
+    """Path of the ``monarch`` CLI (which runs ``monarch worker``): from
+    ``$MONARCH_BIN``; else the one bundled in the installed package; else
+    ``<repo>/target/release/monarch`` when running from the source tree;
+    else ``monarch`` on ``PATH``. FileNotFoundError if there is none."""
+    import shutil
+
+    from ._lib import _PKG_DIR, _REPO_ROOT
+
+    env = os.environ.get("MONARCH_BIN")
+    if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise FileNotFoundError(f"MONARCH_BIN={env!r} is not an executable file")
+        return env
+    for cand in (os.path.join(_PKG_DIR, "bin", "monarch"), os.path.join(_REPO_ROOT, "target", "release", "monarch")):
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    found = shutil.which("monarch")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "cannot find the monarch binary: set MONARCH_BIN, install the package (it bundles one), "
+        "or build it with `cargo build --release -p monarch-cli` in the source tree"
+    )
 
 
 _this_host = None

@@ -139,3 +139,42 @@ class Buffers(Actor):
     @endpoint
     def kept_first(self):
         return int(self.kept[0]), int(self.kept[-1])
+
+
+class RawActor(Actor):
+    """Raw-bytes endpoints (no pickle): callable from C/C++ and spawnable by
+    type name "actors:RawActor"."""
+
+    def __init__(self, *parts):
+        self.init = parts
+        self.total = 0
+
+    @endpoint(raw=True)
+    def add(self, data):
+        self.total += int.from_bytes(data, "little", signed=True)
+        return self.total.to_bytes(8, "little", signed=True)
+
+    @endpoint(raw=True)
+    def echo(self, *parts):
+        assert all(type(p) is bytes for p in parts)
+        return list(parts)
+
+    @endpoint(raw=True)
+    def init_args(self):
+        return list(self.init)
+
+    @endpoint(raw=True)
+    def upper(self, data):
+        return bytearray(data.upper())
+
+    @endpoint(raw=True)
+    def fail(self, *parts):
+        raise ValueError(f"raw fail with {len(parts)} parts")
+
+    @endpoint(raw=True)
+    def bad_return(self):
+        return "text, not bytes"
+
+    @endpoint
+    def pickled_total(self):
+        return self.total
