@@ -6,10 +6,14 @@
 //   cpp_test         list the tests
 //
 // MONARCH_CLI and MONARCH_TEST_PLUGIN (compile definitions) are the paths of
-// the `monarch` binary and of the test plugin library.
+// the `monarch` binary and of the test plugin library; MONARCH_TEST_PYTHON
+// and MONARCH_TEST_PYTHONPATH (overridden by the environment variables of
+// the same names) the interpreter and PYTHONPATH of the Python worker procs
+// of the python_actors test (an empty interpreter skips it).
 #include <monarch/monarch.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -357,10 +361,71 @@ void test_plugin() {
   }
 }
 
+// ctest's SKIP_RETURN_CODE.
+constexpr int kSkip = 77;
+
+std::string setting(const char* env, const char* configured) {
+  const char* v = std::getenv(env);
+  return (v && *v) ? v : configured;
+}
+
+void test_python_actors() {
+  // A C++ controller spawns Python worker procs and calls raw endpoints of
+  // a Python actor spawned by type name ("module:Class"), without pickle.
+  std::string python = setting("MONARCH_TEST_PYTHON", MONARCH_TEST_PYTHON);
+  if (python.empty()) {
+    std::cout << "python_actors: skipped (no Python configured: set MONARCH_TEST_PYTHON)\n";
+    std::exit(kSkip);
+  }
+  monarch::Runtime rt;
+  monarch::ProcOptions opts;
+  opts.argv = {python, "-m", "monarch._bootstrap"};
+  opts.env = {"PYTHONPATH=" + setting("MONARCH_TEST_PYTHONPATH", MONARCH_TEST_PYTHONPATH)};
+  auto procs = rt.spawn_procs({{"procs", 2}}, opts);
+  using monarch::BytesView;
+  using Views = std::vector<BytesView>;
+  auto [g, ready] = procs.spawn_async("greeters", "py_actors:Greeter", Views{BytesView("hello ")});
+  ready.get(60s).check();
+  auto vm = g.call_parts("greet", Views{BytesView("c++")}).get(30s);
+  CHECK(vm.size() == 2);
+  CHECK(vm[0].part(0).str() == "hello c++ from rank 0");
+  CHECK(vm[1].part(0).str() == "hello c++ from rank 1");
+  // Typed C++ values are raw bytes too (host byte order).
+  CHECK(g.call("add", std::int64_t{5}).get(30s).values<std::int64_t>() ==
+        std::vector<std::int64_t>(2, 5));
+  CHECK(g.slice("procs", 1).call_one("add", std::int64_t{-7}).get(30s).item<std::int64_t>() == -2);
+  // Several reply parts; several argument parts.
+  auto one = g.slice("procs", 0);
+  auto parts = one.call_parts("split", Views{BytesView("abc")}, monarch::CallMode::One).get(30s);
+  CHECK(parts[0].size() == 3);
+  CHECK(parts[0].part(2).str() == "c");
+  CHECK(one.call_parts("nparts", Views{BytesView("x"), BytesView(""), BytesView("z")},
+                       monarch::CallMode::One)
+            .get(30s)[0]
+            .part(0)
+            .str() == "3");
+  // A raising Python endpoint is an error point carrying the traceback.
+  auto err = g.call_parts("fail", Views{BytesView("this")}).get(30s);
+  CHECK(err.has_errors() && !err[1].ok());
+  CHECK(contains(err[1].error(), "ValueError: python says no to this"));
+  auto e = THROWS(ActorError, err.check());
+  if (e) CHECK(contains(e->what(), "python says no"));
+  // Bad type names fail the spawn with Python's reason.
+  auto ce = THROWS(ActorError, procs.spawn("bad", "py_actors:Nope"));
+  if (ce) CHECK(contains(ce->what(), "Nope"));
+  ce = THROWS(ActorError, procs.spawn("bad2", "no_such_module_xyz:Thing"));
+  if (ce) CHECK(contains(ce->what(), "No module named"));
+  // The actors lived on.
+  CHECK(g.call("add", std::int64_t{1}).get(30s).values<std::int64_t>() ==
+        (std::vector<std::int64_t>{6, -1}));
+  procs.stop().get(30s);
+}
+
 const std::map<std::string, std::function<void()>> tests = {
     {"lifecycle", test_lifecycle}, {"calls", test_calls},           {"slicing", test_slicing},
     {"errors", test_errors},       {"crash", test_crash},           {"after_free", test_after_free},
     {"local_actors", test_local_actors}, {"plugin", test_plugin},
+    {"python_actors", test_python_actors},
 };
 
 }  // namespace
