@@ -269,6 +269,48 @@ fn broadcasts_are_fifo_before_a_call() {
     all_ok(&ok(&pm.stop()));
 }
 
+/// Many calls in flight with payloads large enough to fill the socket
+/// buffers both ways while the caller is still sending: every reply arrives
+/// intact and in order (batched writes and blocked writers must not
+/// deadlock the two procs).
+#[test]
+fn pipelined_calls_fill_the_sockets_without_deadlock() {
+    let c = Controller::new();
+    let shape = Shape::new(&[("gpus", 1)]).unwrap();
+    let pm = ProcMesh::spawn(&c.rt, shape, &worker_argv(), &[]).expect("spawn procs");
+    let am = spawn(&pm, "echo", "echo", &[]).at("gpus", 0).unwrap();
+    // A deadlock shows up as a stuck send, not a stuck wait: run the work on
+    // a thread and fail (rather than hang) if it does not finish.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let n = 50_000u32;
+        let mut payload = vec![7u8; 64];
+        let futs: Vec<Future> = (0..n)
+            .map(|i| {
+                payload[..4].copy_from_slice(&i.to_le_bytes());
+                am.call("echo", &[&payload], CallMode::One)
+                    .unwrap()
+                    .unwrap()
+            })
+            .collect();
+        for (i, f) in futs.iter().enumerate() {
+            let vm = ok(f);
+            let PointValue::Ok(parts) = &vm.values[0] else {
+                panic!("call {i} failed: {:?}", vm.values[0]);
+            };
+            assert_eq!(parts[0].len(), 64);
+            assert_eq!(
+                u32::from_le_bytes(parts[0][..4].try_into().unwrap()),
+                i as u32
+            );
+        }
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(HANG)
+        .expect("pipelined calls did not finish: sender and receiver deadlocked");
+    all_ok(&ok(&pm.stop()));
+}
+
 #[test]
 fn endpoint_errors_are_error_points_and_the_actor_lives_on() {
     let c = Controller::new();

@@ -13,18 +13,62 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use crate::frame::{write_frame, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS, MAX_PAYLOAD_LEN};
+use crate::frame::{
+    write_frame_after, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS, MAX_PAYLOAD_LEN,
+};
 use crate::wire::Envelope;
 
 /// Parts at least this large are read straight into their own buffer.
 const DIRECT_READ_MIN: usize = 64 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 
+/// Frames up to this size may wait in the write buffer (see [`Defer`]).
+const DEFER_MAX_FRAME: usize = 16 * 1024;
+/// The write buffer is sent once it holds this much.
+const DEFER_MAX_BYTES: usize = 128 * 1024;
+/// Sends closer together than this on one connection count as a burst.
+const BURST_GAP: Duration = Duration::from_micros(5);
+
+/// Whether a frame may wait in the connection's write buffer, to go out
+/// with later frames in one system call (batching under load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Defer {
+    /// Write now.
+    Never,
+    /// Buffer it: the caller knows more frames follow soon (e.g. replies
+    /// while more messages are queued) and that it flushes after them.
+    Yes,
+    /// Buffer it only if this connection is in a burst of sends.
+    IfBurst,
+}
+
+struct Writer {
+    stream: UnixStream,
+    /// Encoded frames not yet written (all small; see `Defer`).
+    pending: Vec<u8>,
+    /// When the oldest pending frame was buffered.
+    pending_since: Option<Instant>,
+    last_write: Option<Instant>,
+}
+
+impl Writer {
+    fn send(&mut self, header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+        let mut blocking = BlockingWriter {
+            s: &mut self.stream,
+        };
+        let r = write_frame_after(&mut blocking, &self.pending, header, parts);
+        self.pending.clear();
+        self.pending_since = None;
+        r
+    }
+}
+
 pub(crate) struct Conn {
     pub peer: String,
     fd: RawFd,
-    writer: Mutex<UnixStream>,
+    writer: Mutex<Writer>,
     pub reader: Mutex<FrameReader>,
     closed: AtomicBool,
 }
@@ -37,7 +81,12 @@ impl Conn {
         Ok(Conn {
             peer,
             fd: stream.as_raw_fd(),
-            writer: Mutex::new(stream),
+            writer: Mutex::new(Writer {
+                stream,
+                pending: Vec::new(),
+                pending_since: None,
+                last_write: None,
+            }),
             reader: Mutex::new(FrameReader {
                 stream: reader,
                 buf: buffered,
@@ -52,11 +101,65 @@ impl Conn {
         self.fd
     }
 
-    /// Write one frame, waiting for socket space as needed.
-    pub fn write(&self, header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+    /// Write one frame (after any buffered ones, so order is kept),
+    /// waiting for socket space as needed; or, as `defer` allows, buffer it.
+    /// Returns whether it was buffered: the caller must then see to a
+    /// [`Conn::flush`].
+    pub fn write(&self, header: &[u8], parts: &[&[u8]], defer: Defer) -> io::Result<bool> {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut blocking = BlockingWriter { s: &mut w };
-        write_frame(&mut blocking, header, parts)
+        let now = Instant::now();
+        let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let wanted = match defer {
+            Defer::Never => false,
+            Defer::Yes => true,
+            Defer::IfBurst => w
+                .last_write
+                .is_some_and(|t| now.duration_since(t) < BURST_GAP),
+        };
+        w.last_write = Some(now);
+        if wanted && size <= DEFER_MAX_FRAME && w.pending.len() + size <= DEFER_MAX_BYTES {
+            w.pending
+                .extend_from_slice(&(header.len() as u32).to_le_bytes());
+            w.pending.extend_from_slice(header);
+            for p in parts {
+                w.pending.extend_from_slice(p);
+            }
+            w.pending_since.get_or_insert(now);
+            return Ok(true);
+        }
+        w.send(header, parts).map(|()| false)
+    }
+
+    /// Write frames buffered for at least `min_age` (all if None).
+    /// Returns whether frames remain buffered. With `wait` false, a writer
+    /// lock held by another thread means "skip": that thread is writing,
+    /// and writes send the buffered frames first. (The I/O thread must not
+    /// block behind a writer stalled on a full socket: it may be the one
+    /// that has to read, so the peer can read in turn.)
+    pub fn flush(&self, min_age: Option<Duration>, wait: bool) -> io::Result<bool> {
+        let mut w = if wait {
+            self.writer.lock().unwrap_or_else(|p| p.into_inner())
+        } else {
+            match self.writer.try_lock() {
+                Ok(w) => w,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(true),
+            }
+        };
+        let Some(since) = w.pending_since else {
+            return Ok(false);
+        };
+        if min_age.is_some_and(|a| since.elapsed() < a) {
+            return Ok(true);
+        }
+        let pending = std::mem::take(&mut w.pending);
+        w.pending_since = None;
+        let mut blocking = BlockingWriter { s: &mut w.stream };
+        let r = io::Write::write_all(&mut blocking, &pending);
+        // Keep the allocation for the next batch.
+        w.pending = pending;
+        w.pending.clear();
+        r.map(|()| false)
     }
 
     /// Mark closed; returns true for the first caller (who cleans up).
@@ -300,6 +403,7 @@ fn recv_into(s: &UnixStream, v: &mut Vec<u8>, room: usize) -> Result<usize, Fram
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::write_frame;
     use crate::wire::Kind;
     use flatbuffers::FlatBufferBuilder;
     use std::io::Write;
@@ -364,10 +468,45 @@ mod tests {
         let (a, b) = UnixStream::pair().unwrap();
         let conn = Conn::new("peer".into(), b, Vec::new()).unwrap();
         drop(a);
-        let r = conn.write(b"header", &[b"part"]);
+        let r = conn.write(b"header", &[b"part"], Defer::Never);
         // SAFETY: restoring the previous disposition.
         unsafe { libc::signal(libc::SIGPIPE, old) };
         assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EPIPE));
+    }
+
+    #[test]
+    fn batched_frames_wait_for_a_flush_and_keep_their_order() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let sender = Conn::new("peer".into(), a, Vec::new()).unwrap();
+        let receiver = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        let mut got: Vec<String> = Vec::new();
+        let read = |got: &mut Vec<String>| {
+            let _ = receiver
+                .reader
+                .lock()
+                .unwrap()
+                .drain(&mut |f: Frame| got.push(f.envelope.actor.clone()));
+        };
+        let send = |tag: &str, defer| sender.write(&header(&[], tag), &[], defer).unwrap();
+        assert!(send("m0", Defer::Yes));
+        assert!(send("m1", Defer::Yes));
+        read(&mut got);
+        assert!(got.is_empty(), "batched frames were sent early: {got:?}");
+        // Too young for an aged flush; a full flush sends them, in order.
+        assert!(sender.flush(Some(Duration::from_secs(60)), true).unwrap());
+        assert!(!sender.flush(None, true).unwrap());
+        read(&mut got);
+        assert_eq!(got, ["m0", "m1"]);
+        // A frame written at once goes after the batched ones.
+        assert!(send("m2", Defer::Yes));
+        assert!(!send("m3", Defer::Never));
+        read(&mut got);
+        assert_eq!(got, ["m0", "m1", "m2", "m3"]);
+        // Large frames are never batched.
+        let big = vec![0u8; DEFER_MAX_FRAME];
+        assert!(!sender
+            .write(&header(&[&big], "m4"), &[&big], Defer::Yes)
+            .unwrap());
     }
 
     #[test]

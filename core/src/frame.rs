@@ -41,8 +41,22 @@ pub struct Frame {
 /// Write one frame: `header` is an encoded envelope whose part sizes match
 /// `parts`. Uses vectored writes and retries partial writes.
 pub fn write_frame<W: Write>(w: &mut W, header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+    write_frame_after(w, &[], header, parts)
+}
+
+/// Write `prefix` (bytes of earlier, already encoded frames) and then one
+/// frame, in as few vectored writes as the kernel allows.
+pub fn write_frame_after<W: Write>(
+    w: &mut W,
+    prefix: &[u8],
+    header: &[u8],
+    parts: &[&[u8]],
+) -> io::Result<()> {
     let len = (header.len() as u32).to_le_bytes();
-    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 + parts.len());
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(3 + parts.len());
+    if !prefix.is_empty() {
+        slices.push(IoSlice::new(prefix));
+    }
     slices.push(IoSlice::new(&len));
     slices.push(IoSlice::new(header));
     for p in parts {

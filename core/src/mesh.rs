@@ -299,7 +299,7 @@ impl ActorMesh {
         for (slot, addr) in dests.iter().enumerate() {
             env.message_rank = slot as u64;
             env.reply_slot = slot as u64;
-            if let Err(e) = self.rt.send(addr, &env, parts) {
+            if let Err(e) = self.rt.send_batched(addr, &env, parts) {
                 if replies {
                     self.rt
                         .fill_slot(port, slot as u64, PointValue::error(e.message.clone()));

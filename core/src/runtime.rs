@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use flatbuffers::FlatBufferBuilder;
 
 use crate::completion::{spin_until, Completion, Notifier, Pump, SpinPolicy};
-use crate::conn::Conn;
+use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{read_frame, Frame, FrameError};
 use crate::geometry::Shape;
@@ -184,6 +184,8 @@ pub(crate) struct Inner {
     /// Spin policy of `next_event`.
     event_spin: SpinPolicy,
     io: Io,
+    /// Some connection may hold batched frames not yet written.
+    deferred: AtomicBool,
 }
 
 struct WeakPump {
@@ -223,6 +225,12 @@ struct Io {
     polling: AtomicBool,
     epoch: Instant,
 }
+
+/// Batched frames wait at most about this long before they are written.
+const FLUSH_DELAY: Duration = Duration::from_micros(200);
+
+/// A spinning waiter reads the sockets on every this many turns.
+const PUMP_EVERY: u32 = 4;
 
 /// How long no thread must have waited before the I/O thread reads.
 const IO_IDLE_TICK: Duration = Duration::from_millis(10);
@@ -302,6 +310,7 @@ impl Runtime {
                 policy: SpinPolicy::new(),
             }),
             event_spin: SpinPolicy::new(),
+            deferred: AtomicBool::new(false),
             io: Io {
                 kick: kick_fd,
                 active: AtomicUsize::new(0),
@@ -325,7 +334,7 @@ impl Runtime {
             let conn = rt.inner.connect(&c)?;
             let mut env = Envelope::new(Kind::Ready);
             env.sender = rt.inner.addr.clone();
-            rt.inner.write(&conn, &env, &[])?;
+            rt.inner.write(&conn, &env, &[], Defer::Never)?;
             tracing::debug!(addr = %rt.inner.addr, "worker ready");
         }
         Ok(rt)
@@ -435,7 +444,7 @@ impl Runtime {
             if child.ready.peek().is_some_and(|r| r.is_ok()) {
                 let mut env = Envelope::new(Kind::StopProc);
                 env.sender = self.inner.addr.clone();
-                let _ = self.inner.send(&child.addr, &env, &[]);
+                let _ = self.send(&child.addr, &env, &[]);
             } else {
                 child.kill();
             }
@@ -453,7 +462,14 @@ impl Runtime {
 
     /// Send one message; see [`Inner::send`].
     pub(crate) fn send(&self, addr: &str, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
-        self.inner.send(addr, env, parts)
+        self.inner.send(addr, env, parts, Defer::Never)
+    }
+
+    /// Like `send`, but a frame in a burst of sends to the same proc may be
+    /// batched with the next ones (flushed at the latest when this or any
+    /// thread waits, or after `FLUSH_DELAY`).
+    pub(crate) fn send_batched(&self, addr: &str, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
+        self.inner.send(addr, env, parts, Defer::IfBurst)
     }
 
     /// Open a reply port gathering one value per slot; `peers[i]` is the
@@ -560,6 +576,7 @@ impl Runtime {
             .cloned()
             .collect();
         self.stop_procs(&children, Duration::from_secs(2));
+        self.inner.flush_deferred(None);
         self.inner.stopped.store(true, Ordering::SeqCst);
         // Wake the accept thread and every reader thread.
         // SAFETY: shutting down our own listening socket.
@@ -705,7 +722,7 @@ impl Inner {
         let mut hello = Envelope::new(Kind::Hello);
         hello.sender = self.addr.clone();
         hello.token = self.token.clone();
-        self.write(&conn, &hello, &[])?;
+        self.write(&conn, &hello, &[], Defer::Never)?;
         let registered = self
             .conns
             .lock()
@@ -724,12 +741,16 @@ impl Inner {
             if self.stopped.load(Ordering::SeqCst) {
                 return;
             }
+            // Batched frames go out after FLUSH_DELAY at the latest.
+            self.flush_deferred(Some(FLUSH_DELAY));
+            let flush_wait = self.deferred.load(Ordering::SeqCst).then_some(FLUSH_DELAY);
             let watched = self.notifier.is_armed();
             if !watched {
                 let idle = self.idle_for();
                 if idle < IO_IDLE_TICK {
                     // Someone is (or just was) waiting, and reading for us.
-                    poll_fds(&mut [pollin(kick)], Some(IO_IDLE_TICK - idle));
+                    let t = (IO_IDLE_TICK - idle).min(flush_wait.unwrap_or(Duration::MAX));
+                    poll_fds(&mut [pollin(kick)], Some(t));
                     drain_eventfd(kick);
                     continue;
                 }
@@ -741,7 +762,7 @@ impl Inner {
             }
             let mut fds = vec![pollin(kick)];
             fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
-            poll_fds(&mut fds, None);
+            poll_fds(&mut fds, flush_wait);
             self.io.polling.store(false, Ordering::SeqCst);
             drain_eventfd(kick);
             self.pump();
@@ -787,14 +808,23 @@ impl Inner {
         deadline: Option<Instant>,
         ready: &dyn Fn() -> bool,
     ) -> bool {
+        // Whatever is batched goes out before anyone sleeps on an answer.
+        self.flush_deferred(None);
         if ready() {
             return true;
         }
         let start = Instant::now();
         self.io.active.fetch_add(1, Ordering::SeqCst);
         self.kick_io();
+        // Reading the sockets costs a syscall per connection; between reads
+        // the spin only checks the condition (another thread may complete it).
+        let turn = std::cell::Cell::new(0u32);
         let ok = spin_until(policy.budget(), deadline, || {
-            self.pump();
+            let t = turn.get();
+            turn.set(t.wrapping_add(1));
+            if t.is_multiple_of(PUMP_EVERY) {
+                self.pump();
+            }
             ready()
         }) || self.park(deadline, ready);
         let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
@@ -804,6 +834,25 @@ impl Inner {
             policy.record(start.elapsed());
         }
         ok
+    }
+
+    /// Write batched frames (those batched for at least `min_age`, or all;
+    /// the I/O thread passes an age, and never waits for a writer lock).
+    fn flush_deferred(self: &Arc<Self>, min_age: Option<Duration>) {
+        if !self.deferred.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let mut left = false;
+        for conn in self.conn_list() {
+            match conn.flush(min_age, min_age.is_none()) {
+                Ok(more) => left |= more,
+                // The reader side notices the broken connection.
+                Err(e) => tracing::debug!(peer = %conn.peer, error = %e, "flush failed"),
+            }
+        }
+        if left {
+            self.deferred.store(true, Ordering::SeqCst);
+        }
     }
 
     fn conn_list(&self) -> Vec<Arc<Conn>> {
@@ -1179,7 +1228,14 @@ impl Inner {
                 parts
             }
         };
-        self.send(&to.peer, &env, parts)
+        // While more work is queued, this proc will be back for it at once,
+        // and replies can go out together when the queue runs dry.
+        let defer = if self.events.len.load(Ordering::SeqCst) > 0 {
+            Defer::Yes
+        } else {
+            Defer::Never
+        };
+        self.send(&to.peer, &env, parts, defer)
     }
 
     fn fill(&self, port: u64, slot: u64, value: PointValue) {
@@ -1217,7 +1273,13 @@ impl Inner {
 
     /// Send a frame to the proc at `addr`: locally when it is us, else on
     /// the one connection we use for that peer (so order is preserved).
-    fn send(self: &Arc<Self>, addr: &str, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
+    fn send(
+        self: &Arc<Self>,
+        addr: &str,
+        env: &Envelope,
+        parts: &[&[u8]],
+        defer: Defer,
+    ) -> Result<()> {
         if addr == self.addr {
             let mut env = env.clone();
             env.sender = self.addr.clone();
@@ -1230,7 +1292,7 @@ impl Inner {
             return Ok(());
         }
         self.conn_to(addr)
-            .and_then(|conn| self.write(&conn, env, parts))
+            .and_then(|conn| self.write(&conn, env, parts, defer))
             .map_err(|e| match e.kind {
                 // Our child refusing or dropping the connection is most
                 // likely exiting: report how it ended, not the socket error.
@@ -1300,7 +1362,7 @@ impl Inner {
         ))
     }
 
-    fn write(&self, conn: &Conn, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
+    fn write(&self, conn: &Conn, env: &Envelope, parts: &[&[u8]], defer: Defer) -> Result<()> {
         FBB.with(|fbb| {
             let mut fbb = fbb.borrow_mut();
             let mut env2;
@@ -1313,12 +1375,17 @@ impl Inner {
                 env
             };
             let header = env.encode(&mut fbb);
-            conn.write(header, parts).map_err(|e| {
+            let buffered = conn.write(header, parts, defer).map_err(|e| {
                 Error::new(
                     ErrorKind::ProcFailed,
                     format!("cannot send to proc {}: {e}", conn.peer),
                 )
-            })
+            })?;
+            if buffered && !self.deferred.swap(true, Ordering::SeqCst) {
+                // The I/O thread guarantees the flush if nobody else does.
+                signal_eventfd(self.io.kick.as_raw_fd());
+            }
+            Ok(())
         })
     }
 }
