@@ -28,20 +28,14 @@ const READ_CHUNK: usize = 64 * 1024;
 const DEFER_MAX_FRAME: usize = 16 * 1024;
 /// The write buffer is sent once it holds this much.
 const DEFER_MAX_BYTES: usize = 128 * 1024;
-/// Sends closer together than this on one connection count as a burst.
-const BURST_GAP: Duration = Duration::from_micros(5);
-
 /// Whether a frame may wait in the connection's write buffer, to go out
 /// with later frames in one system call (batching under load).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Defer {
     /// Write now.
     Never,
-    /// Buffer it: the caller knows more frames follow soon (e.g. replies
-    /// while more messages are queued) and that it flushes after them.
+    /// Buffer it: more frames follow soon, and the caller sees to a flush.
     Yes,
-    /// Buffer it only if this connection is in a burst of sends.
-    IfBurst,
 }
 
 struct Writer {
@@ -50,7 +44,6 @@ struct Writer {
     pending: Vec<u8>,
     /// When the oldest pending frame was buffered.
     pending_since: Option<Instant>,
-    last_write: Option<Instant>,
 }
 
 impl Writer {
@@ -85,7 +78,6 @@ impl Conn {
                 stream,
                 pending: Vec::new(),
                 pending_since: None,
-                last_write: None,
             }),
             reader: Mutex::new(FrameReader {
                 stream: reader,
@@ -107,35 +99,32 @@ impl Conn {
     /// [`Conn::flush`].
     pub fn write(&self, header: &[u8], parts: &[&[u8]], defer: Defer) -> io::Result<bool> {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let wanted = match defer {
-            Defer::Never => false,
-            Defer::Yes => true,
-            Defer::IfBurst => w
-                .last_write
-                .is_some_and(|t| now.duration_since(t) < BURST_GAP),
-        };
-        w.last_write = Some(now);
-        if wanted && size <= DEFER_MAX_FRAME && w.pending.len() + size <= DEFER_MAX_BYTES {
+        if defer == Defer::Yes
+            && size <= DEFER_MAX_FRAME
+            && w.pending.len() + size <= DEFER_MAX_BYTES
+        {
             w.pending
                 .extend_from_slice(&(header.len() as u32).to_le_bytes());
             w.pending.extend_from_slice(header);
             for p in parts {
                 w.pending.extend_from_slice(p);
             }
-            w.pending_since.get_or_insert(now);
+            w.pending_since.get_or_insert_with(Instant::now);
             return Ok(true);
         }
         w.send(header, parts).map(|()| false)
     }
 
-    /// Write frames buffered for at least `min_age` (all if None).
-    /// Returns whether frames remain buffered. With `wait` false, a writer
-    /// lock held by another thread means "skip": that thread is writing,
-    /// and writes send the buffered frames first. (The I/O thread must not
-    /// block behind a writer stalled on a full socket: it may be the one
-    /// that has to read, so the peer can read in turn.)
+    /// Write frames buffered for at least `min_age` (all if None), as far
+    /// as the socket takes them **without blocking**; the rest stays
+    /// buffered. Returns whether frames remain buffered. With `wait` false,
+    /// a writer lock held by another thread means "skip" (that thread is
+    /// writing, and writes send the buffered frames first).
+    ///
+    /// Never blocking here matters: the threads that flush (a thread about
+    /// to wait, the I/O thread) may be the ones that must read next, so the
+    /// peer, itself stuck writing to us, can make progress.
     pub fn flush(&self, min_age: Option<Duration>, wait: bool) -> io::Result<bool> {
         let mut w = if wait {
             self.writer.lock().unwrap_or_else(|p| p.into_inner())
@@ -152,14 +141,23 @@ impl Conn {
         if min_age.is_some_and(|a| since.elapsed() < a) {
             return Ok(true);
         }
-        let pending = std::mem::take(&mut w.pending);
-        w.pending_since = None;
-        let mut blocking = BlockingWriter { s: &mut w.stream };
-        let r = io::Write::write_all(&mut blocking, &pending);
-        // Keep the allocation for the next batch.
-        w.pending = pending;
-        w.pending.clear();
-        r.map(|()| false)
+        let fd = w.stream.as_raw_fd();
+        let mut sent = 0;
+        let result = loop {
+            if sent == w.pending.len() {
+                break Ok(());
+            }
+            match send_vectored(fd, &[io::IoSlice::new(&w.pending[sent..])]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        w.pending.drain(..sent);
+        if w.pending.is_empty() {
+            w.pending_since = None;
+        }
+        result.map(|()| !w.pending.is_empty())
     }
 
     /// Mark closed; returns true for the first caller (who cleans up).

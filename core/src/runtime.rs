@@ -241,7 +241,13 @@ pub struct Runtime {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// Sends to one proc in a row after which a thread's next ones are batched.
+const BURST_MIN: u32 = 2;
+
 thread_local! {
+    /// This thread's current burst: (hash of the proc address, sends to it
+    /// since this thread last waited).
+    static BURST: std::cell::Cell<(u64, u32)> = const { std::cell::Cell::new((0, 0)) };
     static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
 }
 
@@ -465,11 +471,24 @@ impl Runtime {
         self.inner.send(addr, env, parts, Defer::Never)
     }
 
-    /// Like `send`, but a frame in a burst of sends to the same proc may be
-    /// batched with the next ones (flushed at the latest when this or any
-    /// thread waits, or after `FLUSH_DELAY`).
+    /// Like `send`, but when this thread is in a burst of sends to the same
+    /// proc (several in a row with no wait in between: pipelined calls),
+    /// the frame may be batched with the next ones. Batched frames go out
+    /// when any thread of this runtime waits, with the next unbatched
+    /// write, or after `FLUSH_DELAY` at the latest.
     pub(crate) fn send_batched(&self, addr: &str, env: &Envelope, parts: &[&[u8]]) -> Result<()> {
-        self.inner.send(addr, env, parts, Defer::IfBurst)
+        let key = hash_addr(addr);
+        let defer = BURST.with(|b| {
+            let (last, n) = b.get();
+            let n = if last == key { n.saturating_add(1) } else { 1 };
+            b.set((key, n));
+            if n > BURST_MIN {
+                Defer::Yes
+            } else {
+                Defer::Never
+            }
+        });
+        self.inner.send(addr, env, parts, defer)
     }
 
     /// Open a reply port gathering one value per slot; `peers[i]` is the
@@ -808,8 +827,10 @@ impl Inner {
         deadline: Option<Instant>,
         ready: &dyn Fn() -> bool,
     ) -> bool {
-        // Whatever is batched goes out before anyone sleeps on an answer.
+        // Whatever is batched goes out before anyone sleeps on an answer,
+        // and this thread's burst of sends is over.
         self.flush_deferred(None);
+        BURST.with(|b| b.set((0, 0)));
         if ready() {
             return true;
         }
@@ -1388,6 +1409,13 @@ impl Inner {
             Ok(())
         })
     }
+}
+
+fn hash_addr(addr: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    addr.hash(&mut h);
+    h.finish() | 1
 }
 
 fn new_eventfd() -> std::io::Result<OwnedFd> {
