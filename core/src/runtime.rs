@@ -242,7 +242,7 @@ pub struct Runtime {
 }
 
 /// Sends to one proc in a row after which a thread's next ones are batched.
-const BURST_MIN: u32 = 2;
+const BURST_MIN: u32 = 1;
 
 thread_local! {
     /// This thread's current burst: (hash of the proc address, sends to it
@@ -827,8 +827,13 @@ impl Inner {
         deadline: Option<Instant>,
         ready: &dyn Fn() -> bool,
     ) -> bool {
+        if ready() {
+            return true;
+        }
         // Whatever is batched goes out before anyone sleeps on an answer,
-        // and this thread's burst of sends is over.
+        // and this thread's burst of sends is over. (A wait that needs no
+        // waiting, like collecting an already complete future in a window
+        // of pipelined calls, ends neither.)
         self.flush_deferred(None);
         BURST.with(|b| b.set((0, 0)));
         if ready() {
