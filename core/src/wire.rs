@@ -109,7 +109,7 @@ impl Envelope {
         let shape = match e.shape() {
             Some(v) => {
                 // Verify the nested shape now, so later readers can trust it.
-                decode_shape(v.bytes())?;
+                flatbuffers::root::<fb::Shape>(v.bytes()).map_err(|e| bad("shape", e))?;
                 Some(Arc::from(v.bytes()))
             }
             None => None,
