@@ -4,7 +4,8 @@
 //! - [`wire`] and [`frame`]: the flatbuffers envelope and multipart frames
 //! - [`completion`]: one-shot futures and the notification descriptor
 //! - [`process`]: starting and reaping local proc processes
-//! - [`runtime`]: this process's proc: sockets, routing, actors, ports
+//! - [`runtime`]: this process's proc: connections, routing, actors, ports
+//!   (its `io` submodule: how threads wait and read the sockets)
 //! - [`mesh`]: proc meshes and actor meshes
 //! - [`value`]: gathered replies
 

@@ -10,19 +10,22 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io::BufReader;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
-use crate::completion::{spin_until, Completion, Notifier, Pump, SpinPolicy};
+mod io;
+
+use io::{new_eventfd, signal_eventfd, Io, Parking};
+
+use crate::completion::{Completion, Notifier, Pump, SpinPolicy};
 use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{read_frame, Frame, FrameError};
+use crate::frame::{read_frame, Frame};
 use crate::geometry::Shape;
 use crate::process::{random_hex, spawn_child, Child, ExitInfo, SocketDir};
 use crate::value::{PointValue, ValueMesh};
@@ -151,17 +154,6 @@ struct EventQueue {
     len: AtomicUsize,
 }
 
-/// Threads parked in [`Inner::park`], each on its own eventfd.
-struct Parking {
-    fds: Mutex<Vec<RawFd>>,
-    count: AtomicUsize,
-}
-
-thread_local! {
-    /// This thread's wake-up descriptor for parking.
-    static PARK_FD: Option<OwnedFd> = new_eventfd().ok();
-}
-
 pub(crate) struct Inner {
     addr: String,
     token: String,
@@ -200,40 +192,13 @@ impl Pump for WeakPump {
             None => ready(),
         }
     }
+
     fn wake(&self) {
         if let Some(rt) = self.rt.upgrade() {
             rt.wake_parked();
         }
     }
 }
-
-/// State shared between waiting threads and the runtime's I/O thread.
-///
-/// Threads that wait inside the runtime read its sockets themselves. The
-/// I/O thread ("monarch-io") reads them only when nobody has been waiting
-/// for a while (`IO_IDLE_TICK`) or when a foreign event loop watches the
-/// notification fd; otherwise it sleeps, so a message wakes one thread,
-/// not two. A waiter that arrives while the I/O thread sits in `poll`
-/// kicks it back to sleep.
-struct Io {
-    kick: OwnedFd,
-    /// Threads inside `wait_until`.
-    active: AtomicUsize,
-    /// When a thread last left `wait_until` (ns since `epoch`; 0: never).
-    last_active_ns: AtomicU64,
-    /// The I/O thread is (about to be) in `poll` on the sockets.
-    polling: AtomicBool,
-    epoch: Instant,
-}
-
-/// Batched frames wait at most about this long before they are written.
-const FLUSH_DELAY: Duration = Duration::from_micros(200);
-
-/// A spinning waiter reads the sockets on every this many turns.
-const PUMP_EVERY: u32 = 4;
-
-/// How long no thread must have waited before the I/O thread reads.
-const IO_IDLE_TICK: Duration = Duration::from_millis(10);
 
 /// The runtime of one process. Cheap to clone.
 #[derive(Clone)]
@@ -753,181 +718,6 @@ impl Inner {
         Ok(registered)
     }
 
-    /// The I/O thread: reads the sockets while no other thread does.
-    fn io_loop(self: Arc<Self>) {
-        let kick = self.io.kick.as_raw_fd();
-        loop {
-            if self.stopped.load(Ordering::SeqCst) {
-                return;
-            }
-            // Batched frames go out after FLUSH_DELAY at the latest.
-            self.flush_deferred(Some(FLUSH_DELAY));
-            let flush_wait = self.deferred.load(Ordering::SeqCst).then_some(FLUSH_DELAY);
-            let watched = self.notifier.is_armed();
-            if !watched {
-                let idle = self.idle_for();
-                if idle < IO_IDLE_TICK {
-                    // Someone is (or just was) waiting, and reading for us.
-                    let t = (IO_IDLE_TICK - idle).min(flush_wait.unwrap_or(Duration::MAX));
-                    poll_fds(&mut [pollin(kick)], Some(t));
-                    drain_eventfd(kick);
-                    continue;
-                }
-            }
-            self.io.polling.store(true, Ordering::SeqCst);
-            if !watched && self.io.active.load(Ordering::SeqCst) > 0 {
-                self.io.polling.store(false, Ordering::SeqCst);
-                continue;
-            }
-            let mut fds = vec![pollin(kick)];
-            fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
-            poll_fds(&mut fds, flush_wait);
-            self.io.polling.store(false, Ordering::SeqCst);
-            drain_eventfd(kick);
-            self.pump();
-        }
-    }
-
-    /// How long no thread has been waiting inside the runtime (zero while
-    /// one is).
-    fn idle_for(&self) -> Duration {
-        if self.io.active.load(Ordering::SeqCst) > 0 {
-            return Duration::ZERO;
-        }
-        let last = self.io.last_active_ns.load(Ordering::SeqCst);
-        if last == 0 {
-            return Duration::MAX;
-        }
-        self.io
-            .epoch
-            .elapsed()
-            .saturating_sub(Duration::from_nanos(last))
-    }
-
-    /// A connection was added: every thread sleeping in `poll` must
-    /// rebuild its descriptor list, or bytes on the new one go unread.
-    fn conns_changed(&self) {
-        self.wake_parked();
-        self.kick_io();
-    }
-
-    /// Get the I/O thread out of `poll` (to sleep, or to re-read the
-    /// connection list).
-    fn kick_io(&self) {
-        if self.io.polling.load(Ordering::SeqCst) {
-            signal_eventfd(self.io.kick.as_raw_fd());
-        }
-    }
-
-    /// Wait until `ready()` or the deadline, reading our sockets meanwhile:
-    /// spin (when `policy` says it pays), then sleep in `poll`.
-    fn wait_until(
-        self: &Arc<Self>,
-        policy: &SpinPolicy,
-        deadline: Option<Instant>,
-        ready: &dyn Fn() -> bool,
-    ) -> bool {
-        if ready() {
-            return true;
-        }
-        // Whatever is batched goes out before anyone sleeps on an answer,
-        // and this thread's burst of sends is over. (A wait that needs no
-        // waiting, like collecting an already complete future in a window
-        // of pipelined calls, ends neither.)
-        self.flush_deferred(None);
-        BURST.with(|b| b.set((0, 0)));
-        if ready() {
-            return true;
-        }
-        let start = Instant::now();
-        self.io.active.fetch_add(1, Ordering::SeqCst);
-        self.kick_io();
-        // Reading the sockets costs a syscall per connection; between reads
-        // the spin only checks the condition (another thread may complete it).
-        let turn = std::cell::Cell::new(0u32);
-        let ok = spin_until(policy.budget(), deadline, || {
-            let t = turn.get();
-            turn.set(t.wrapping_add(1));
-            if t.is_multiple_of(PUMP_EVERY) {
-                self.pump();
-            }
-            ready()
-        }) || self.park(deadline, ready);
-        let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
-        self.io.last_active_ns.store(now, Ordering::SeqCst);
-        self.io.active.fetch_sub(1, Ordering::SeqCst);
-        if ok {
-            policy.record(start.elapsed());
-        }
-        ok
-    }
-
-    /// Write batched frames (those batched for at least `min_age`, or all;
-    /// the I/O thread passes an age, and never waits for a writer lock).
-    fn flush_deferred(self: &Arc<Self>, min_age: Option<Duration>) {
-        if !self.deferred.swap(false, Ordering::SeqCst) {
-            return;
-        }
-        let mut left = false;
-        for conn in self.conn_list() {
-            match conn.flush(min_age, min_age.is_none()) {
-                Ok(more) => left |= more,
-                // The reader side notices the broken connection.
-                Err(e) => tracing::debug!(peer = %conn.peer, error = %e, "flush failed"),
-            }
-        }
-        if left {
-            self.deferred.store(true, Ordering::SeqCst);
-        }
-    }
-
-    fn conn_list(&self) -> Vec<Arc<Conn>> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    /// Read what one connection has ready (waiting for its reader lock).
-    fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
-        let result = {
-            let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
-            r.drain(&mut |f| self.dispatch(&conn.peer, f))
-        };
-        if let Err(e) = result {
-            self.conn_failed(conn, e);
-        }
-    }
-
-    /// Read whatever our connections have ready. Connections another
-    /// thread is reading are skipped (it dispatches in order for us).
-    fn pump(self: &Arc<Self>) {
-        for conn in self.conn_list() {
-            let result = match conn.reader.try_lock() {
-                Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
-                Err(_) => continue,
-            };
-            if let Err(e) = result {
-                self.conn_failed(&conn, e);
-            }
-        }
-    }
-
-    fn conn_failed(&self, conn: &Arc<Conn>, e: FrameError) {
-        let reason = match e {
-            FrameError::Closed => "connection closed".to_string(),
-            e => {
-                if !self.stopped.load(Ordering::SeqCst) && !conn.is_closed() {
-                    tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
-                }
-                e.to_string()
-            }
-        };
-        self.conn_ended(conn, reason);
-    }
-
     /// A connection ended (once per connection): forget it, fail what it owed.
     fn conn_ended(&self, conn: &Arc<Conn>, reason: String) {
         if !conn.mark_closed() {
@@ -1017,82 +807,6 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&child.addr);
         self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
-    }
-
-    /// Wake every parked thread so it re-checks what it waits for.
-    fn wake_parked(&self) {
-        // Pairs with the registration in `park`: either the parked thread
-        // sees the state change, or we see it registered.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.parking.count.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        for fd in self
-            .parking
-            .fds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            // A parked thread's own eventfd stays registered, hence open,
-            // until that thread unparks.
-            signal_eventfd(*fd);
-        }
-    }
-
-    /// Block until `ready()` or the deadline, sleeping in `poll` on this
-    /// thread's wake descriptor *and* our connections, so a message that
-    /// arrives is read by this thread directly (one wake-up, not a reader
-    /// thread's plus ours). Returns `ready()`.
-    fn park(self: &Arc<Self>, deadline: Option<Instant>, ready: &dyn Fn() -> bool) -> bool {
-        let Some(own) = PARK_FD.with(|f| f.as_ref().map(|f| f.as_raw_fd())) else {
-            // No eventfd for this thread: fall back to short sleeps.
-            while !ready() && deadline.is_none_or(|d| Instant::now() < d) {
-                std::thread::sleep(Duration::from_micros(200));
-                self.pump();
-            }
-            return ready();
-        };
-        loop {
-            if ready() {
-                return true;
-            }
-            let timeout = match deadline {
-                None => None,
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return ready();
-                    }
-                    Some(d - now)
-                }
-            };
-            {
-                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
-                fds.push(own);
-                self.parking.count.fetch_add(1, Ordering::SeqCst);
-            }
-            // Re-check after registering: a wake-up sent before we
-            // registered would otherwise be lost.
-            let done = ready();
-            if !done {
-                let mut fds = vec![pollin(own)];
-                fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
-                poll_fds(&mut fds, timeout);
-            }
-            {
-                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(i) = fds.iter().position(|f| *f == own) {
-                    fds.swap_remove(i);
-                }
-                self.parking.count.fetch_sub(1, Ordering::SeqCst);
-            }
-            drain_eventfd(own);
-            if done {
-                return true;
-            }
-            self.pump();
-        }
     }
 
     fn push_event(&self, ev: Event) {
@@ -1423,68 +1137,9 @@ fn hash_addr(addr: &str) -> u64 {
     h.finish() | 1
 }
 
-fn new_eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall; the result is checked before use.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn signal_eventfd(fd: RawFd) {
-    let one: u64 = 1;
-    // SAFETY: 8-byte write from a valid u64 to an eventfd; a full counter
-    // already means "readable", so errors don't matter.
-    unsafe { libc::write(fd, &one as *const u64 as *const _, 8) };
-}
-
-fn drain_eventfd(fd: RawFd) {
-    let mut v: u64 = 0;
-    // SAFETY: 8-byte read into a valid u64 from a non-blocking eventfd.
-    unsafe { libc::read(fd, &mut v as *mut u64 as *mut _, 8) };
-}
-
-fn pollin(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }
-}
-
-/// `ppoll` with an optional timeout (None: forever). Errors (EINTR) just
-/// return: every caller re-checks its condition.
-fn poll_fds(fds: &mut [libc::pollfd], timeout: Option<Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    // SAFETY: a valid pollfd array and an optional timespec.
-    unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
-            std::ptr::null(),
-        )
-    };
-}
-
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Where this process keeps its sockets (for diagnostics).
-pub fn socket_dir(rt: &Runtime) -> Option<PathBuf> {
-    rt.inner
-        .dir
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .map(|d| d.path.clone())
 }

@@ -1,0 +1,364 @@
+//! How threads wait and how the sockets get read.
+//!
+//! Threads that wait inside the runtime read its sockets themselves: they
+//! spin briefly (reading now and then), then sleep in `poll` on their own
+//! wake-up eventfd *and* all connections, so a reply or message is read by
+//! the thread that wants it. The I/O thread ("monarch-io") reads only while
+//! nobody has been waiting for a while, or while a foreign event loop
+//! watches the notification fd; it also guarantees that batched frames are
+//! written within `FLUSH_DELAY`. See docs/architecture.md, "Waiting".
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Inner, BURST};
+use crate::completion::{spin_until, SpinPolicy};
+use crate::conn::Conn;
+use crate::frame::FrameError;
+
+/// Threads parked in [`Inner::park`], each on its own eventfd.
+pub(super) struct Parking {
+    pub(super) fds: Mutex<Vec<RawFd>>,
+    pub(super) count: AtomicUsize,
+}
+
+thread_local! {
+    /// This thread's wake-up descriptor for parking.
+    static PARK_FD: Option<OwnedFd> = new_eventfd().ok();
+}
+
+/// State shared between waiting threads and the runtime's I/O thread.
+///
+/// Threads that wait inside the runtime read its sockets themselves. The
+/// I/O thread ("monarch-io") reads them only when nobody has been waiting
+/// for a while (`IO_IDLE_TICK`) or when a foreign event loop watches the
+/// notification fd; otherwise it sleeps, so a message wakes one thread,
+/// not two. A waiter that arrives while the I/O thread sits in `poll`
+/// kicks it back to sleep.
+pub(super) struct Io {
+    pub(super) kick: OwnedFd,
+    /// Threads inside `wait_until`.
+    pub(super) active: AtomicUsize,
+    /// When a thread last left `wait_until` (ns since `epoch`; 0: never).
+    pub(super) last_active_ns: AtomicU64,
+    /// The I/O thread is (about to be) in `poll` on the sockets.
+    pub(super) polling: AtomicBool,
+    pub(super) epoch: Instant,
+}
+
+/// Batched frames wait at most about this long before they are written.
+pub(super) const FLUSH_DELAY: Duration = Duration::from_micros(200);
+
+/// A spinning waiter reads the sockets on every this many turns.
+pub(super) const PUMP_EVERY: u32 = 4;
+
+/// How long no thread must have waited before the I/O thread reads.
+pub(super) const IO_IDLE_TICK: Duration = Duration::from_millis(10);
+
+pub(super) fn new_eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked before use.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(super) fn signal_eventfd(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: 8-byte write from a valid u64 to an eventfd; a full counter
+    // already means "readable", so errors don't matter.
+    unsafe { libc::write(fd, &one as *const u64 as *const _, 8) };
+}
+
+pub(super) fn drain_eventfd(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: 8-byte read into a valid u64 from a non-blocking eventfd.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut _, 8) };
+}
+
+pub(super) fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// `ppoll` with an optional timeout (None: forever). Errors (EINTR) just
+/// return: every caller re-checks its condition.
+pub(super) fn poll_fds(fds: &mut [libc::pollfd], timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    // SAFETY: a valid pollfd array and an optional timespec.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+            std::ptr::null(),
+        )
+    };
+}
+
+impl Inner {
+    /// Wait until `ready()` or the deadline, reading our sockets meanwhile:
+    /// spin (when `policy` says it pays), then sleep in `poll`.
+    pub(super) fn wait_until(
+        self: &Arc<Self>,
+        policy: &SpinPolicy,
+        deadline: Option<Instant>,
+        ready: &dyn Fn() -> bool,
+    ) -> bool {
+        if ready() {
+            return true;
+        }
+        // Whatever is batched goes out before anyone sleeps on an answer,
+        // and this thread's burst of sends is over. (A wait that needs no
+        // waiting, like collecting an already complete future in a window
+        // of pipelined calls, ends neither.)
+        self.flush_deferred(None);
+        BURST.with(|b| b.set((0, 0)));
+        if ready() {
+            return true;
+        }
+        let start = Instant::now();
+        self.io.active.fetch_add(1, Ordering::SeqCst);
+        self.kick_io();
+        // Reading the sockets costs a syscall per connection; between reads
+        // the spin only checks the condition (another thread may complete it).
+        let turn = std::cell::Cell::new(0u32);
+        let ok = spin_until(policy.budget(), deadline, || {
+            let t = turn.get();
+            turn.set(t.wrapping_add(1));
+            if t.is_multiple_of(PUMP_EVERY) {
+                self.pump();
+            }
+            ready()
+        }) || self.park(deadline, ready);
+        let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
+        self.io.last_active_ns.store(now, Ordering::SeqCst);
+        self.io.active.fetch_sub(1, Ordering::SeqCst);
+        if ok {
+            policy.record(start.elapsed());
+        }
+        ok
+    }
+
+    /// The I/O thread: reads the sockets while no other thread does.
+    pub(super) fn io_loop(self: Arc<Self>) {
+        let kick = self.io.kick.as_raw_fd();
+        loop {
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            // Batched frames go out after FLUSH_DELAY at the latest.
+            self.flush_deferred(Some(FLUSH_DELAY));
+            let flush_wait = self.deferred.load(Ordering::SeqCst).then_some(FLUSH_DELAY);
+            let watched = self.notifier.is_armed();
+            if !watched {
+                let idle = self.idle_for();
+                if idle < IO_IDLE_TICK {
+                    // Someone is (or just was) waiting, and reading for us.
+                    let t = (IO_IDLE_TICK - idle).min(flush_wait.unwrap_or(Duration::MAX));
+                    poll_fds(&mut [pollin(kick)], Some(t));
+                    drain_eventfd(kick);
+                    continue;
+                }
+            }
+            self.io.polling.store(true, Ordering::SeqCst);
+            if !watched && self.io.active.load(Ordering::SeqCst) > 0 {
+                self.io.polling.store(false, Ordering::SeqCst);
+                continue;
+            }
+            let mut fds = vec![pollin(kick)];
+            fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
+            poll_fds(&mut fds, flush_wait);
+            self.io.polling.store(false, Ordering::SeqCst);
+            drain_eventfd(kick);
+            self.pump();
+        }
+    }
+
+    /// How long no thread has been waiting inside the runtime (zero while
+    /// one is).
+    pub(super) fn idle_for(&self) -> Duration {
+        if self.io.active.load(Ordering::SeqCst) > 0 {
+            return Duration::ZERO;
+        }
+        let last = self.io.last_active_ns.load(Ordering::SeqCst);
+        if last == 0 {
+            return Duration::MAX;
+        }
+        self.io
+            .epoch
+            .elapsed()
+            .saturating_sub(Duration::from_nanos(last))
+    }
+
+    /// A connection was added: every thread sleeping in `poll` must
+    /// rebuild its descriptor list, or bytes on the new one go unread.
+    pub(super) fn conns_changed(&self) {
+        self.wake_parked();
+        self.kick_io();
+    }
+
+    /// Get the I/O thread out of `poll` (to sleep, or to re-read the
+    /// connection list).
+    pub(super) fn kick_io(&self) {
+        if self.io.polling.load(Ordering::SeqCst) {
+            signal_eventfd(self.io.kick.as_raw_fd());
+        }
+    }
+
+    /// Write batched frames (those batched for at least `min_age`, or all;
+    /// the I/O thread passes an age, and never waits for a writer lock).
+    pub(super) fn flush_deferred(self: &Arc<Self>, min_age: Option<Duration>) {
+        if !self.deferred.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let mut left = false;
+        for conn in self.conn_list() {
+            match conn.flush(min_age, min_age.is_none()) {
+                Ok(more) => left |= more,
+                // The reader side notices the broken connection.
+                Err(e) => tracing::debug!(peer = %conn.peer, error = %e, "flush failed"),
+            }
+        }
+        if left {
+            self.deferred.store(true, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn conn_list(&self) -> Vec<Arc<Conn>> {
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Read what one connection has ready (waiting for its reader lock).
+    pub(super) fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
+        let result = {
+            let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
+            r.drain(&mut |f| self.dispatch(&conn.peer, f))
+        };
+        if let Err(e) = result {
+            self.conn_failed(conn, e);
+        }
+    }
+
+    /// Read whatever our connections have ready. Connections another
+    /// thread is reading are skipped (it dispatches in order for us).
+    pub(super) fn pump(self: &Arc<Self>) {
+        for conn in self.conn_list() {
+            let result = match conn.reader.try_lock() {
+                Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
+                Err(_) => continue,
+            };
+            if let Err(e) = result {
+                self.conn_failed(&conn, e);
+            }
+        }
+    }
+
+    pub(super) fn conn_failed(&self, conn: &Arc<Conn>, e: FrameError) {
+        let reason = match e {
+            FrameError::Closed => "connection closed".to_string(),
+            e => {
+                if !self.stopped.load(Ordering::SeqCst) && !conn.is_closed() {
+                    tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
+                }
+                e.to_string()
+            }
+        };
+        self.conn_ended(conn, reason);
+    }
+
+    /// Wake every parked thread so it re-checks what it waits for.
+    pub(super) fn wake_parked(&self) {
+        // Pairs with the registration in `park`: either the parked thread
+        // sees the state change, or we see it registered.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.parking.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for fd in self
+            .parking
+            .fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            // A parked thread's own eventfd stays registered, hence open,
+            // until that thread unparks.
+            signal_eventfd(*fd);
+        }
+    }
+
+    /// Block until `ready()` or the deadline, sleeping in `poll` on this
+    /// thread's wake descriptor *and* our connections, so a message that
+    /// arrives is read by this thread directly (one wake-up, not a reader
+    /// thread's plus ours). Returns `ready()`.
+    pub(super) fn park(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+        ready: &dyn Fn() -> bool,
+    ) -> bool {
+        let Some(own) = PARK_FD.with(|f| f.as_ref().map(|f| f.as_raw_fd())) else {
+            // No eventfd for this thread: fall back to short sleeps.
+            while !ready() && deadline.is_none_or(|d| Instant::now() < d) {
+                std::thread::sleep(Duration::from_micros(200));
+                self.pump();
+            }
+            return ready();
+        };
+        loop {
+            if ready() {
+                return true;
+            }
+            let timeout = match deadline {
+                None => None,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return ready();
+                    }
+                    Some(d - now)
+                }
+            };
+            {
+                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
+                fds.push(own);
+                self.parking.count.fetch_add(1, Ordering::SeqCst);
+            }
+            // Re-check after registering: a wake-up sent before we
+            // registered would otherwise be lost.
+            let done = ready();
+            if !done {
+                let mut fds = vec![pollin(own)];
+                fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
+                poll_fds(&mut fds, timeout);
+            }
+            {
+                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(i) = fds.iter().position(|f| *f == own) {
+                    fds.swap_remove(i);
+                }
+                self.parking.count.fetch_sub(1, Ordering::SeqCst);
+            }
+            drain_eventfd(own);
+            if done {
+                return true;
+            }
+            self.pump();
+        }
+    }
+}
