@@ -874,7 +874,9 @@ impl Inner {
                     rt: Arc::downgrade(self),
                 };
                 if let Err(why) = self.admit(&ev) {
-                    let _ = self.answer(&mut ev, Err((&why, &[])));
+                    // Refused while reading: buffer the answer rather than
+                    // risk blocking the reading thread on a full socket.
+                    let _ = self.answer_with(&mut ev, Err((&why, &[])), Some(Defer::Yes));
                     return;
                 }
                 self.push_event(ev);
@@ -925,6 +927,16 @@ impl Inner {
     }
 
     fn answer(self: &Arc<Self>, ev: &mut Event, result: Answer<'_>) -> Result<()> {
+        self.answer_with(ev, result, None)
+    }
+
+    /// `answer`, with the batching decision forced when `defer` is set.
+    fn answer_with(
+        self: &Arc<Self>,
+        ev: &mut Event,
+        result: Answer<'_>,
+        defer: Option<Defer>,
+    ) -> Result<()> {
         if ev.answered && ev.reply.is_some() {
             return Err(Error::invalid("this event was already answered"));
         }
@@ -970,11 +982,11 @@ impl Inner {
         };
         // While more work is queued, this proc will be back for it at once,
         // and replies can go out together when the queue runs dry.
-        let defer = if self.events.len.load(Ordering::SeqCst) > 0 {
+        let defer = defer.unwrap_or(if self.events.len.load(Ordering::SeqCst) > 0 {
             Defer::Yes
         } else {
             Defer::Never
-        };
+        });
         self.send(&to.peer, &env, parts, defer)
     }
 
