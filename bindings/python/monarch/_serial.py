@@ -64,8 +64,16 @@ def dumps_call(args: tuple, kwargs: dict) -> list:
     return dumps((args, kwargs))
 
 
-def to_c_parts(parts: list):
-    """Build a ``monarch_bytes[]`` for ``parts``. Returns (array, keepalive)."""
+def to_c_parts(parts: list, one=None):
+    """Build a ``monarch_bytes[]`` for ``parts``. Returns (array, keepalive).
+
+    ``one`` is an optional reusable ``monarch_bytes[1]`` that serves the
+    common single-part case without allocating an array per call."""
+    if one is not None and len(parts) == 1:
+        cp = _from_buffer(parts[0])
+        one[0].ptr = cp
+        one[0].len = len(cp)
+        return one, cp
     n = len(parts)
     arr = _new("monarch_bytes[]", n)
     keep = []

@@ -66,7 +66,6 @@ _next_event = lib.monarch_runtime_next_event
 _NULL = ffi.NULL
 _buffer = ffi.buffer
 _string = ffi.string
-_from_buffer = ffi.from_buffer
 
 
 class _Current(threading.local):
@@ -169,16 +168,8 @@ class Server:
 
     def _reply_ok(self, ev, value):
         parts = _serial.dumps(value)
-        if len(parts) == 1:
-            p = parts[0]
-            arr = self._one
-            keep = _from_buffer(p)
-            arr[0].ptr = keep
-            arr[0].len = len(p)
-            st = _event_reply(ev, arr, 1)
-        else:
-            arr, keep = _serial.to_c_parts(parts)
-            st = _event_reply(ev, arr, len(parts))
+        arr, keep = _serial.to_c_parts(parts, self._one)
+        st = _event_reply(ev, arr, len(parts))
         del keep
         if st:
             check(st)

@@ -1122,33 +1122,20 @@ class ActorMesh(_MeshTrait):
             raise TypeError(
                 f"cannot send the arguments of {self._class_name}.{ep._name}: {type(e).__name__}: {e}"
             ) from e
-        s = _scratch
-        if len(parts) == 1:
-            p = parts[0]
-            arr = s.one
-            keep = _from_buffer(p)
-            arr[0].ptr = keep
-            arr[0].len = len(p)
-            n = 1
-        else:
-            arr, keep = _serial.to_c_parts(parts)
-            n = len(parts)
-        st = _am_call(self._h, ep._cname, arr, n, mode, s.fut)
-        del keep
-        if st:
-            raise error_for(st, f"cannot call {self._class_name}.{ep._name}")
-        if mode == CALL_BROADCAST:
-            return None
-        fut = _gc(s.fut[0], _future_free)
-        if mode == CALL_ALL:
-            return Future(fut, _convert_all, (self, ep))
-        return Future(fut, _convert_one, (self, ep))
+        arr, keep = _serial.to_c_parts(parts, _scratch.one)
+        convert = _convert_all if mode == CALL_ALL else _convert_one
+        return self._call(ep, arr, len(parts), keep, mode, convert, f"{self._class_name}.{ep._name}")
 
     def _send_raw(self, ep: EndpointRef, args, kwargs, mode):
         what = f"{self._class_name}.{ep._name}"
         if kwargs:
             raise TypeError(f"raw endpoint {what} takes no keyword arguments")
         arr, n, keep = _raw_parts(args, f"raw endpoint {what}")
+        convert = _RAW_CONVERT[(mode == CALL_ALL, self._raw is _ANY)]
+        return self._call(ep, arr, n, keep, mode, convert, what)
+
+    def _call(self, ep: EndpointRef, arr, n, keep, mode, convert, what):
+        """Hand prepared parts to libmonarch; a Future unless broadcasting."""
         s = _scratch
         st = _am_call(self._h, ep._cname, arr, n, mode, s.fut)
         del keep
@@ -1156,7 +1143,6 @@ class ActorMesh(_MeshTrait):
             raise error_for(st, f"cannot call {what}")
         if mode == CALL_BROADCAST:
             return None
-        convert = _RAW_CONVERT[(mode == CALL_ALL, self._raw is _ANY)]
         return Future(_gc(s.fut[0], _future_free), convert, (self, ep))
 
     def _derive(self, handle, what) -> ActorMesh:
