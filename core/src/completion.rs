@@ -7,7 +7,7 @@
 //! peer is not starved) before parking on a condition variable.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -167,6 +167,9 @@ struct Inner<T> {
     ready: AtomicBool,
     value: Mutex<Option<T>>,
     cv: Condvar,
+    /// Threads blocked on `cv`. `Condvar::notify_all` is a futex syscall
+    /// even with nobody waiting, which would cost one syscall per reply.
+    parked: AtomicU32,
     notifier: Option<Arc<Notifier>>,
     pump: Option<Arc<dyn Pump>>,
 }
@@ -194,6 +197,7 @@ impl<T> Completion<T> {
                 ready: AtomicBool::new(false),
                 value: Mutex::new(None),
                 cv: Condvar::new(),
+                parked: AtomicU32::new(0),
                 notifier,
                 pump,
             }),
@@ -203,15 +207,20 @@ impl<T> Completion<T> {
     /// Set the value. Only the first call has any effect; returns whether
     /// this call was it.
     pub fn complete(&self, v: T) -> bool {
-        {
+        let parked = {
             let mut g = self.inner.value.lock().unwrap_or_else(|p| p.into_inner());
             if self.inner.ready.load(Ordering::Acquire) {
                 return false;
             }
             *g = Some(v);
             self.inner.ready.store(true, Ordering::Release);
+            // Parkers register under the same lock before they wait, so a
+            // zero here means nobody can be (or become) blocked on `cv`.
+            self.inner.parked.load(Ordering::Relaxed)
+        };
+        if parked > 0 {
+            self.inner.cv.notify_all();
         }
-        self.inner.cv.notify_all();
         if let Some(p) = &self.inner.pump {
             p.wake();
         }
@@ -243,16 +252,17 @@ impl<T> Completion<T> {
             return true;
         }
         let mut g = self.inner.value.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
+        self.inner.parked.fetch_add(1, Ordering::Relaxed);
+        let ready = loop {
             if self.inner.ready.load(Ordering::Acquire) {
-                return true;
+                break true;
             }
             match deadline {
                 None => g = self.inner.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return false;
+                        break false;
                     }
                     g = self
                         .inner
@@ -262,7 +272,10 @@ impl<T> Completion<T> {
                         .0;
                 }
             }
-        }
+        };
+        self.inner.parked.fetch_sub(1, Ordering::Relaxed);
+        drop(g);
+        ready
     }
 
     /// Take the value out (once ready); None if not ready or already taken.

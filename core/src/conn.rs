@@ -264,16 +264,23 @@ impl FrameReader {
     pub fn drain(&mut self, on_frame: &mut dyn FnMut(Frame)) -> Result<usize, FrameError> {
         let mut frames = self.parse(on_frame)?;
         loop {
-            let n = self.read_some()?;
+            let (n, room) = self.read_some()?;
             if n == 0 {
                 return Ok(frames);
             }
             frames += self.parse(on_frame)?;
+            // A short read took everything the socket had: skip the read
+            // that would only say EAGAIN (one syscall per wake-up saved).
+            // Anything arriving later makes the socket readable again.
+            if n < room {
+                return Ok(frames);
+            }
         }
     }
 
-    /// One non-blocking read; Ok(0) means nothing available now.
-    fn read_some(&mut self) -> Result<usize, FrameError> {
+    /// One non-blocking read of at most `room` bytes; returns (bytes read,
+    /// room). Zero bytes means nothing available now.
+    fn read_some(&mut self) -> Result<(usize, usize), FrameError> {
         // A large part with nothing buffered: read straight into it.
         if let Some(p) = &mut self.pending {
             let need = p.envelope.part_sizes[p.parts.len()] as usize - p.cur.len();
@@ -283,7 +290,7 @@ impl FrameReader {
                 }
                 let room = (p.cur.capacity() - p.cur.len()).min(need);
                 let n = recv_into(&self.stream, &mut p.cur, room)?;
-                return Ok(n);
+                return Ok((n, room));
             }
         }
         if self.pos == self.buf.len() {
@@ -297,7 +304,7 @@ impl FrameReader {
             self.buf.reserve(READ_CHUNK);
         }
         let room = self.buf.capacity() - self.buf.len();
-        recv_into(&self.stream, &mut self.buf, room)
+        Ok((recv_into(&self.stream, &mut self.buf, room)?, room))
     }
 
     fn parse(&mut self, on_frame: &mut dyn FnMut(Frame)) -> Result<usize, FrameError> {

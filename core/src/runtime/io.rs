@@ -166,8 +166,11 @@ impl Inner {
                 if idle < IO_IDLE_TICK {
                     // Someone is (or just was) waiting, and reading for us.
                     let t = (IO_IDLE_TICK - idle).min(flush_wait.unwrap_or(Duration::MAX));
-                    poll_fds(&mut [pollin(kick)], Some(t));
-                    drain_eventfd(kick);
+                    let mut fds = [pollin(kick)];
+                    poll_fds(&mut fds, Some(t));
+                    if fds[0].revents != 0 {
+                        drain_eventfd(kick);
+                    }
                     continue;
                 }
             }
@@ -180,7 +183,9 @@ impl Inner {
             fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
             poll_fds(&mut fds, flush_wait);
             self.io.polling.store(false, Ordering::SeqCst);
-            drain_eventfd(kick);
+            if fds[0].revents != 0 {
+                drain_eventfd(kick);
+            }
             self.pump();
         }
     }
@@ -342,10 +347,15 @@ impl Inner {
             // Re-check after registering: a wake-up sent before we
             // registered would otherwise be lost.
             let done = ready();
+            // Only a signalled eventfd needs its counter reset (a read of
+            // an unsignalled one is a wasted syscall per wake-up). Without
+            // a poll we cannot tell, so reset it to be safe.
+            let mut signalled = true;
             if !done {
                 let mut fds = vec![pollin(own)];
                 fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
                 poll_fds(&mut fds, timeout);
+                signalled = fds[0].revents != 0;
             }
             {
                 let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
@@ -354,7 +364,9 @@ impl Inner {
                 }
                 self.parking.count.fetch_sub(1, Ordering::SeqCst);
             }
-            drain_eventfd(own);
+            if signalled {
+                drain_eventfd(own);
+            }
             if done {
                 return true;
             }
