@@ -4,8 +4,9 @@
 //!   the bootstrap command of a proc mesh; hosts the built-in Rust actor
 //!   types and plugin actors from shared libraries (see [`worker`],
 //!   [`plugin`]).
-//! - `monarch host`: the host agent (not implemented yet).
+//! - `monarch host`: the host agent (see [`host`]).
 
+mod host;
 mod plugin;
 mod worker;
 
@@ -20,7 +21,8 @@ Commands:
   worker    Run as a generic worker proc hosting the built-in Rust actors
             and plugin actors (started by a controller as its bootstrap
             command)
-  host      Run a host agent (NOT IMPLEMENTED YET: exits with an error)
+  host      Run a host agent: start procs on this machine for remote
+            controllers
   help      Print this message, or the help of a command
 
 Options:
@@ -67,15 +69,28 @@ Options:
 ";
 
 const HOST_USAGE: &str = "\
-monarch host: run a host agent (NOT IMPLEMENTED YET)
+monarch host: run a host agent
 
-Usage: monarch host --listen ADDR
+Usage: monarch host --listen IP:PORT [--advertise IP] [--secret-file PATH]
 
-The host agent will start procs on this machine on behalf of a remote
-controller. It is not implemented yet: the command exits with status 2.
+Starts procs on this machine on behalf of controllers of the same job.
+Listens on TCP at IP:PORT (port 0: any free port); once listening, prints
+exactly one line `MONARCH_HOST_READY <ip>:<port>` to stdout. Every
+connection must prove knowledge of the job secret (HMAC-SHA256
+challenge-response; the secret is never sent), read from MONARCH_JOB_TOKEN
+or from --secret-file. Procs started here listen on TCP too; their stdout
+and stderr are streamed to the controller that started them, and they are
+killed when that controller's connection is lost. SIGTERM or SIGINT: kill
+all procs and exit 0.
 
 Options:
-  -h, --help     Print help
+      --listen IP:PORT     Address to listen on (required)
+      --advertise IP       Address other hosts use to reach this one
+                           (default: the --listen IP, or when that is
+                           0.0.0.0 the source address of the default route)
+      --secret-file PATH   Read the job secret from PATH instead of
+                           MONARCH_JOB_TOKEN
+  -h, --help               Print help
 ";
 
 fn init_logging() {
@@ -164,8 +179,12 @@ fn main() -> ExitCode {
                 print!("{HOST_USAGE}");
                 return ExitCode::SUCCESS;
             }
-            eprintln!("monarch: `monarch host` is not implemented yet");
-            ExitCode::from(2)
+            let args = match host::parse_args(rest) {
+                Ok(a) => a,
+                Err(msg) => return usage_error(&msg, HOST_USAGE),
+            };
+            init_logging();
+            host::run(&args)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }

@@ -26,10 +26,7 @@ fn top_level_help_lists_the_commands() {
         let out = stdout(&o);
         assert!(out.contains("Usage: monarch <COMMAND>"), "{out}");
         assert!(out.contains("worker"), "{out}");
-        assert!(
-            out.contains("host") && out.contains("NOT IMPLEMENTED"),
-            "{out}"
-        );
+        assert!(out.contains("host"), "{out}");
     }
 }
 
@@ -77,13 +74,20 @@ fn worker_without_a_controller_refuses_to_start() {
 }
 
 #[test]
-fn host_is_not_implemented_yet() {
-    let o = monarch(&["host", "--listen", "127.0.0.1:0"]);
+fn host_needs_listen_and_a_secret() {
+    let o = monarch(&["host"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not implemented"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--listen"), "{}", stderr(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_monarch"))
+        .args(["host", "--listen", "127.0.0.1:0"])
+        .env_remove("MONARCH_JOB_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no job secret"), "{}", stderr(&o));
     let o = monarch(&["host", "--help"]);
     assert!(o.status.success());
-    assert!(stdout(&o).contains("NOT IMPLEMENTED"));
+    assert!(stdout(&o).contains("MONARCH_HOST_READY"));
 }
 
 #[test]

@@ -10,7 +10,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::frame::{
     write_frame_after, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS, MAX_PAYLOAD_LEN,
 };
+use crate::transport::Stream;
 use crate::wire::Envelope;
 
 /// Parts at least this large are read straight into their own buffer.
@@ -39,7 +39,7 @@ pub(crate) enum Defer {
 }
 
 struct Writer {
-    stream: UnixStream,
+    stream: Stream,
     /// Encoded frames not yet written (all small; see `Defer`).
     pending: Vec<u8>,
     /// When the oldest pending frame was buffered.
@@ -68,7 +68,8 @@ pub(crate) struct Conn {
 
 impl Conn {
     /// Wrap a connected stream; `buffered` are bytes already read from it.
-    pub fn new(peer: String, stream: UnixStream, buffered: Vec<u8>) -> io::Result<Conn> {
+    pub fn new(peer: String, stream: impl Into<Stream>, buffered: Vec<u8>) -> io::Result<Conn> {
+        let stream: Stream = stream.into();
         stream.set_nonblocking(true)?;
         let reader = stream.try_clone()?;
         Ok(Conn {
@@ -178,7 +179,7 @@ impl Conn {
 
 /// Adapts a non-blocking socket to blocking writes by polling for space.
 struct BlockingWriter<'a> {
-    s: &'a mut UnixStream,
+    s: &'a mut Stream,
 }
 
 impl io::Write for BlockingWriter<'_> {
@@ -251,7 +252,7 @@ struct Pending {
 
 /// Incremental frame decoder over a non-blocking socket.
 pub(crate) struct FrameReader {
-    stream: UnixStream,
+    stream: Stream,
     buf: Vec<u8>,
     pos: usize,
     pending: Option<Pending>,
@@ -371,7 +372,7 @@ impl FrameReader {
 
 /// Non-blocking read of up to `room` bytes into `v`'s spare capacity.
 /// Ok(0) means would-block; end of stream is `FrameError::Closed`.
-fn recv_into(s: &UnixStream, v: &mut Vec<u8>, room: usize) -> Result<usize, FrameError> {
+fn recv_into(s: &Stream, v: &mut Vec<u8>, room: usize) -> Result<usize, FrameError> {
     let room = room.min(v.capacity() - v.len());
     if room == 0 {
         return Ok(0);
@@ -412,6 +413,7 @@ mod tests {
     use crate::wire::Kind;
     use flatbuffers::FlatBufferBuilder;
     use std::io::Write;
+    use std::os::unix::net::UnixStream;
 
     fn header(parts: &[&[u8]], tag: &str) -> Vec<u8> {
         let mut e = Envelope::new(Kind::Message);

@@ -8,20 +8,29 @@
 //!   (its `io` submodule: how threads wait and read the sockets)
 //! - [`mesh`]: proc meshes and actor meshes
 //! - [`value`]: gathered replies
+//! - [`transport`]: Unix and TCP sockets, addresses
+//! - [`auth`]: HMAC-SHA256 challenge-response on every connection
+//! - [`host`]: host meshes (procs started by host agents on other hosts)
+//! - [`logs`]: proc output streamed back to the controller
 
+pub mod auth;
 pub mod completion;
 mod conn;
 pub mod error;
 pub mod frame;
 pub mod geometry;
+pub mod host;
+pub mod logs;
 pub mod mesh;
 pub mod process;
 pub mod runtime;
+pub mod transport;
 pub mod value;
 pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};
 pub use geometry::Shape;
+pub use host::HostMesh;
 pub use mesh::{ActorMesh, CallMode, MeshView, ProcMesh};
 pub use runtime::{Event, EventKind, Future, Runtime};
 pub use value::{PointValue, ValueMesh};

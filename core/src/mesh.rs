@@ -60,6 +60,16 @@ impl ProcMesh {
         })
     }
 
+    /// A mesh over procs already started (e.g. by host agents), in base
+    /// rank order.
+    pub(crate) fn from_parts(rt: &Runtime, procs: Vec<String>, shape: Shape) -> ProcMesh {
+        ProcMesh {
+            rt: rt.clone(),
+            procs: Arc::new(procs),
+            shape,
+        }
+    }
+
     /// The proc of the calling process itself, as a mesh with no dimensions.
     pub fn this_proc(rt: &Runtime) -> ProcMesh {
         ProcMesh {

@@ -92,6 +92,30 @@ pub fn spawn_child(
     ready: Completion<Result<()>>,
     on_exit: impl FnOnce(Arc<Child>, ExitInfo) + Send + 'static,
 ) -> Result<Arc<Child>> {
+    spawn_child_with(argv, env, addr, ready, SpawnOpts::default(), on_exit).map(|(c, _)| c)
+}
+
+/// Extra choices for [`spawn_child_with`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SpawnOpts {
+    /// Pipe the child's stdout and stderr to us (else they are inherited).
+    pub capture_output: bool,
+    /// A descriptor the child inherits under the same number.
+    pub keep_fd: Option<std::os::fd::RawFd>,
+}
+
+/// The child's output pipes, when captured.
+pub type Output = Option<(std::process::ChildStdout, std::process::ChildStderr)>;
+
+/// [`spawn_child`] with [`SpawnOpts`]; also returns the output pipes.
+pub fn spawn_child_with(
+    argv: &[String],
+    env: Vec<(String, String)>,
+    addr: String,
+    ready: Completion<Result<()>>,
+    opts: SpawnOpts,
+    on_exit: impl FnOnce(Arc<Child>, ExitInfo) + Send + 'static,
+) -> Result<(Arc<Child>, Output)> {
     if argv.is_empty() {
         return Err(Error::invalid("bootstrap command is empty"));
     }
@@ -100,11 +124,19 @@ pub fn spawn_child(
     let job: Job = Box::new(move || {
         let parent = std::process::id() as libc::pid_t;
         let mut cmd = Command::new(&argv[0]);
+        let out = || {
+            if opts.capture_output {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            }
+        };
         cmd.args(&argv[1..])
             .envs(env)
             .stdin(Stdio::null())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
+            .stdout(out())
+            .stderr(out());
+        let keep_fd = opts.keep_fd;
         // SAFETY: the closure runs between fork and exec and only makes
         // async-signal-safe calls (prctl, getppid, _exit).
         unsafe {
@@ -115,6 +147,12 @@ pub fn spawn_child(
                 // The parent may have died before prctl took effect.
                 if libc::getppid() != parent {
                     libc::_exit(1);
+                }
+                // Let the child inherit this one descriptor.
+                if let Some(fd) = keep_fd {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -130,6 +168,10 @@ pub fn spawn_child(
         .recv()
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?
         .map_err(|e| Error::io(&format!("cannot start {:?}", "bootstrap command"), e))?;
+    let output = match (child.stdout.take(), child.stderr.take()) {
+        (Some(o), Some(e)) => Some((o, e)),
+        _ => None,
+    };
     let info = Arc::new(Child {
         addr,
         pid: child.id(),
@@ -153,7 +195,7 @@ pub fn spawn_child(
             on_exit(reaped, exit);
         })
         .map_err(|e| Error::io("cannot start reaper thread", e))?;
-    Ok(info)
+    Ok((info, output))
 }
 
 /// A private directory for this runtime's Unix sockets, removed on drop.

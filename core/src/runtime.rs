@@ -9,25 +9,26 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::io::BufReader;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
 mod io;
+pub(crate) mod remote;
+pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 
 use io::{new_eventfd, signal_eventfd, Io, Parking};
 
 use crate::completion::{Completion, Notifier, Pump, SpinPolicy};
 use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{read_frame, Frame};
+use crate::frame::Frame;
 use crate::geometry::Shape;
 use crate::process::{random_hex, spawn_child, Child, ExitInfo, SocketDir};
+use crate::transport::{Listener, Stream};
 use crate::value::{PointValue, ValueMesh};
 use crate::wire::{Envelope, Kind};
 
@@ -40,6 +41,8 @@ pub const ENV_CONTROLLER: &str = "MONARCH_CONTROLLER";
 pub const ENV_PROC_ADDR: &str = "MONARCH_PROC_ADDR";
 pub const ENV_JOB_TOKEN: &str = "MONARCH_JOB_TOKEN";
 pub const ENV_PROC_RANK: &str = "MONARCH_PROC_RANK";
+/// Set by a host agent: the descriptor of the proc's listening TCP socket.
+pub const ENV_LISTEN_FD: &str = "MONARCH_LISTEN_FD";
 
 /// How long a newly started proc may take to report Ready.
 fn spawn_timeout() -> Duration {
@@ -102,6 +105,11 @@ impl Event {
         rt.answer(self, result)
     }
 
+    /// The proc that sent this message, when it waits for an answer.
+    pub fn sender(&self) -> Option<&str> {
+        self.reply.as_ref().map(|r| r.peer.as_str())
+    }
+
     /// Whether the sender waits for an answer.
     pub fn wants_reply(&self) -> bool {
         self.reply.is_some() && !self.answered
@@ -160,7 +168,12 @@ pub(crate) struct Inner {
     controller: Option<String>,
     dir: Mutex<Option<SocketDir>>,
     notifier: Arc<Notifier>,
-    listener: UnixListener,
+    listener: Listener,
+    /// A TCP listener opened when this runtime first needs to be reached
+    /// from other hosts (a controller attaching host agents): its port.
+    tcp_listener: OnceLock<(Arc<Listener>, u16)>,
+    /// Procs started by host agents on other hosts.
+    remote: remote::RemoteProcs,
     conns: Mutex<HashMap<String, Arc<Conn>>>,
     ports: Mutex<HashMap<u64, Arc<Gather>>>,
     actors: Mutex<HashMap<String, ActorState>>,
@@ -218,7 +231,17 @@ thread_local! {
 
 fn unix_path(addr: &str) -> Result<&str> {
     addr.strip_prefix("unix:")
-        .ok_or_else(|| Error::invalid(format!("unsupported address '{addr}'")))
+        .ok_or_else(|| Error::invalid(format!("not a Unix socket address: '{addr}'")))
+}
+
+/// Where a new runtime listens.
+enum Listen {
+    /// Bind this address (its actual address becomes our identity).
+    Bind(String),
+    /// Adopt an inherited listening TCP socket; `String` is our identity.
+    Fd(i32, String),
+    /// Bind this TCP address but be known as `tcp:<advertise>:<port>`.
+    Advertise(String, std::net::IpAddr),
 }
 
 impl Runtime {
@@ -232,25 +255,66 @@ impl Runtime {
                     .map_err(|_| Error::invalid(format!("{ENV_PROC_ADDR} is not set")))?;
                 let token = std::env::var(ENV_JOB_TOKEN)
                     .map_err(|_| Error::invalid(format!("{ENV_JOB_TOKEN} is not set")))?;
-                Runtime::start(addr, token, Some(controller), None)
+                let listen = match std::env::var(ENV_LISTEN_FD) {
+                    Ok(fd) => Listen::Fd(
+                        fd.parse()
+                            .map_err(|_| Error::invalid(format!("bad {ENV_LISTEN_FD} '{fd}'")))?,
+                        addr,
+                    ),
+                    Err(_) => Listen::Bind(addr),
+                };
+                Runtime::start(listen, token, Some(controller), None)
             }
             Err(_) => {
                 let dir = SocketDir::create(&random_hex()[..8])?;
                 let addr = format!("unix:{}/controller.sock", dir.path.display());
-                Runtime::start(addr, random_hex(), None, Some(dir))
+                // A controller that works with host agents shares the job
+                // secret with them; otherwise every run gets a fresh one.
+                let token = std::env::var(ENV_JOB_TOKEN)
+                    .ok()
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(random_hex);
+                Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
         }
     }
 
+    /// A runtime reachable over TCP at `bind` (e.g. `tcp:0.0.0.0:0`),
+    /// known to others as `tcp:<advertise>:<port>`, authenticating peers
+    /// with `secret`. Used by the host agent (`monarch host`).
+    pub fn listen_tcp(bind: &str, advertise: std::net::IpAddr, secret: String) -> Result<Runtime> {
+        if secret.is_empty() {
+            return Err(Error::invalid("the job secret must not be empty"));
+        }
+        Runtime::start(
+            Listen::Advertise(bind.to_string(), advertise),
+            secret,
+            None,
+            None,
+        )
+    }
+
     fn start(
-        addr: String,
+        listen: Listen,
         token: String,
         controller: Option<String>,
         dir: Option<SocketDir>,
     ) -> Result<Runtime> {
-        let path = unix_path(&addr)?;
-        let listener = UnixListener::bind(path)
-            .map_err(|e| Error::io(&format!("cannot listen on {addr}"), e))?;
+        let (listener, addr) = match listen {
+            Listen::Bind(addr) => Listener::bind(&addr)?,
+            // SAFETY: the agent that started us handed this descriptor over
+            // for exactly this purpose; nothing else in the process owns it.
+            Listen::Fd(fd, addr) => (unsafe { Listener::from_tcp_fd(fd) }, addr),
+            Listen::Advertise(bind, ip) => {
+                let (l, actual) = Listener::bind(&bind)?;
+                let port = actual.rsplit(':').next().unwrap_or("0").to_string();
+                let ip = match ip {
+                    std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                    v4 => v4.to_string(),
+                };
+                (l, format!("tcp:{ip}:{port}"))
+            }
+        };
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
         let kick_fd = new_eventfd().map_err(|e| Error::io("eventfd", e))?;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
@@ -260,6 +324,8 @@ impl Runtime {
             dir: Mutex::new(dir),
             notifier,
             listener,
+            tcp_listener: OnceLock::new(),
+            remote: Default::default(),
             conns: Mutex::new(HashMap::new()),
             ports: Mutex::new(HashMap::new()),
             actors: Mutex::new(HashMap::new()),
@@ -293,7 +359,7 @@ impl Runtime {
         let acc = inner.clone();
         std::thread::Builder::new()
             .name("monarch-accept".into())
-            .spawn(move || acc.accept_loop())
+            .spawn(move || acc.accept_loop(&acc.listener))
             .map_err(|e| Error::io("cannot start accept thread", e))?;
         let io = inner.clone();
         std::thread::Builder::new()
@@ -403,6 +469,7 @@ impl Runtime {
     /// Ask the given procs to stop; kill those still running after `grace`.
     /// Returns once all of our children among them have exited.
     pub(crate) fn stop_procs(&self, addrs: &[String], grace: Duration) {
+        self.stop_remote(addrs, grace);
         let children: Vec<Arc<Child>> = {
             let c = self
                 .inner
@@ -558,13 +625,16 @@ impl Runtime {
             .unwrap_or_else(|p| p.into_inner())
             .keys()
             .cloned()
+            .chain(self.inner.remote.addrs())
             .collect();
         self.stop_procs(&children, Duration::from_secs(2));
         self.inner.flush_deferred(None);
         self.inner.stopped.store(true, Ordering::SeqCst);
-        // Wake the accept thread and every reader thread.
-        // SAFETY: shutting down our own listening socket.
-        unsafe { libc::shutdown(self.inner.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        // Wake the accept threads and every reader thread.
+        self.inner.listener.shutdown();
+        if let Some((l, _)) = self.inner.tcp_listener.get() {
+            l.shutdown();
+        }
         let conns: Vec<Arc<Conn>> = self
             .inner
             .conns
@@ -599,6 +669,7 @@ impl Runtime {
         }
         self.inner.wake_parked();
         signal_eventfd(self.inner.io.kick.as_raw_fd());
+        crate::logs::flush();
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {
@@ -627,10 +698,10 @@ impl Gather {
 }
 
 impl Inner {
-    fn accept_loop(self: Arc<Self>) {
+    fn accept_loop(self: &Arc<Self>, listener: &Listener) {
         loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
+            match listener.accept() {
+                Ok(stream) => {
                     if self.stopped.load(Ordering::SeqCst) {
                         return;
                     }
@@ -653,28 +724,23 @@ impl Inner {
     }
 
     /// Authenticate an inbound connection, then read from it until it ends.
-    fn serve_inbound(self: Arc<Self>, stream: UnixStream) {
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-        let mut reader = BufReader::with_capacity(64 * 1024, stream);
-        let hello = match read_frame(&mut reader) {
-            Ok(f) => f,
+    fn serve_inbound(self: Arc<Self>, mut stream: Stream) {
+        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+        let peer = match crate::auth::accept_handshake(
+            &mut stream,
+            self.token.as_bytes(),
+            &self.addr,
+        ) {
+            Ok(peer) => peer,
             Err(e) => {
-                tracing::warn!(error = %e, "dropping connection: no valid hello");
+                tracing::warn!(from = %stream.peer_desc(), error = %e, "dropping unauthenticated connection");
                 return;
             }
         };
-        let env = &hello.envelope;
-        if env.kind != Kind::Hello || !constant_time_eq(env.token.as_bytes(), self.token.as_bytes())
-        {
-            tracing::warn!(sender = %env.sender, "dropping connection: bad hello or wrong job token");
-            return;
-        }
-        let peer = env.sender.clone();
-        // Bytes the peer sent right after its hello may already be buffered.
-        let buffered = reader.buffer().to_vec();
-        let stream = reader.into_inner();
         let _ = stream.set_read_timeout(None);
-        let conn = match Conn::new(peer.clone(), stream, buffered) {
+        let _ = stream.set_write_timeout(None);
+        let conn = match Conn::new(peer.clone(), stream, Vec::new()) {
             Ok(c) => Arc::new(c),
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "cannot set up connection");
@@ -690,30 +756,39 @@ impl Inner {
         self.drain_conn(&conn);
     }
 
-    /// Connect to `addr`, say hello, register and start reading.
+    /// Connect to `addr`, authenticate both ways, register and start
+    /// reading. The connection is known under `addr` and under the
+    /// identity the peer proved (they differ when we reach a peer through
+    /// another of its addresses, e.g. a controller over TCP).
     fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        let path = unix_path(addr)?;
-        let stream = UnixStream::connect(path).map_err(|e| {
-            Error::new(
-                ErrorKind::ProcFailed,
-                format!("cannot connect to {addr}: {e}"),
-            )
-        })?;
+        let mut stream = Stream::connect(addr)?;
+        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+        let identity =
+            crate::auth::connect_handshake(&mut stream, self.token.as_bytes(), &self.addr)
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::ProcFailed,
+                        format!("cannot authenticate with {addr}: {e}"),
+                    )
+                })?;
+        let _ = stream.set_read_timeout(None);
+        let _ = stream.set_write_timeout(None);
         let conn = Arc::new(
             Conn::new(addr.to_string(), stream, Vec::new())
                 .map_err(|e| Error::io("socket setup", e))?,
         );
-        let mut hello = Envelope::new(Kind::Hello);
-        hello.sender = self.addr.clone();
-        hello.token = self.token.clone();
-        self.write(&conn, &hello, &[], Defer::Never)?;
-        let registered = self
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(addr.to_string())
-            .or_insert_with(|| conn.clone())
-            .clone();
+        let registered = {
+            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            let c = conns
+                .entry(addr.to_string())
+                .or_insert_with(|| conn.clone())
+                .clone();
+            if identity != addr {
+                conns.entry(identity).or_insert_with(|| c.clone());
+            }
+            c
+        };
         self.conns_changed();
         Ok(registered)
     }
@@ -725,9 +800,7 @@ impl Inner {
         }
         {
             let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-            if conns.get(&conn.peer).is_some_and(|c| Arc::ptr_eq(c, conn)) {
-                conns.remove(&conn.peer);
-            }
+            conns.retain(|_, c| !Arc::ptr_eq(c, conn));
         }
         conn.shutdown();
         if !self.stopped.load(Ordering::SeqCst) {
@@ -737,6 +810,13 @@ impl Inner {
 
     /// The connection to `peer` ended: fail every reply slot it still owed.
     fn peer_lost(&self, peer: &str, reason: String) {
+        self.remote_peer_lost(peer, &reason);
+        if let Some(p) = self.remote.get(peer) {
+            // Prefer how the proc ended, as its agent reports it.
+            if p.exit.wait(Some(Duration::from_millis(500))) {
+                self.fail_peer_slots(peer, &p.exit.peek().unwrap_or_default());
+            }
+        }
         let child = self
             .children
             .lock()
@@ -849,6 +929,9 @@ impl Inner {
                     PointValue::Ok(parts)
                 };
                 self.fill(env.reply_port, env.reply_slot, value);
+            }
+            Kind::Message if env.actor == remote::CONTROL_ACTOR => {
+                self.on_agent_message(peer, &env, &parts);
             }
             Kind::SpawnActor | Kind::Message | Kind::StopActor => {
                 let kind = match env.kind {
@@ -1094,6 +1177,9 @@ impl Inner {
         if let Some(e) = self.child_exit_error(addr, Duration::ZERO) {
             return Err(e);
         }
+        if let Some(e) = self.remote_dead(addr) {
+            return Err(e);
+        }
         self.connect(addr)
     }
 
@@ -1149,9 +1235,5 @@ fn hash_addr(addr: &str) -> u64 {
     h.finish() | 1
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+/// How long a peer may take to complete the authentication handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

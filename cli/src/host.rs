@@ -1,0 +1,440 @@
+//! `monarch host`: the host agent.
+//!
+//! Listens on TCP, authenticates every connection with the job secret
+//! (HMAC challenge-response, `monarch_core::auth`), and serves the
+//! built-in actor `AGENT_ACTOR` for controllers: `prepare` binds listening
+//! sockets for new procs (so the controller knows their addresses before
+//! they start), `start` starts them with the bootstrap environment (their
+//! listening socket inherited), `kill` kills them, `info` names the host.
+//! It reports each proc's exit and streams its stdout/stderr, line by
+//! line, to the controller that started it. Procs of a controller whose
+//! connection is lost are killed. SIGTERM/SIGINT: kill all procs, exit 0.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::net::{IpAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use monarch_core::completion::Completion;
+use monarch_core::process::{spawn_child_with, Child, SpawnOpts};
+use monarch_core::runtime::{
+    AGENT_ACTOR, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
+};
+use monarch_core::{ErrorKind, Event, EventKind, Runtime};
+
+/// Parsed command line of `monarch host`.
+pub struct Args {
+    pub listen: String,
+    pub advertise: Option<IpAddr>,
+    pub secret_file: Option<String>,
+}
+
+pub fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut listen = None;
+    let mut advertise = None;
+    let mut secret_file = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (key, inline) = match a.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            match inline.clone().or_else(|| it.next().cloned()) {
+                Some(v) if !v.is_empty() => Ok(v),
+                _ => Err(format!("{name} needs a value")),
+            }
+        };
+        match key {
+            "--listen" => listen = Some(value("--listen")?),
+            "--advertise" => {
+                let v = value("--advertise")?;
+                advertise = Some(
+                    v.parse::<IpAddr>()
+                        .map_err(|_| format!("--advertise: '{v}' is not an IP address"))?,
+                );
+            }
+            "--secret-file" => secret_file = Some(value("--secret-file")?),
+            other => return Err(format!("unexpected argument '{other}'")),
+        }
+    }
+    let listen = listen.ok_or("missing --listen ADDR")?;
+    Ok(Args {
+        listen,
+        advertise,
+        secret_file,
+    })
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+struct Proc {
+    child: Arc<Child>,
+    controller: String,
+}
+
+struct Agent {
+    rt: Runtime,
+    /// The IP we bind procs' sockets on, and the one we advertise.
+    bind_ip: IpAddr,
+    advertise: IpAddr,
+    prepared: Mutex<HashMap<String, TcpListener>>,
+    procs: Arc<Mutex<HashMap<String, Proc>>>,
+}
+
+fn secret(args: &Args) -> Result<String, String> {
+    if let Some(path) = &args.secret_file {
+        let s = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read secret file {path}: {e}"))?;
+        let s = s.trim().to_string();
+        if s.is_empty() {
+            return Err(format!("secret file {path} is empty"));
+        }
+        return Ok(s);
+    }
+    match std::env::var(ENV_JOB_TOKEN) {
+        Ok(s) if !s.is_empty() => Ok(s),
+        _ => Err(format!(
+            "no job secret: set {ENV_JOB_TOKEN} or pass --secret-file PATH"
+        )),
+    }
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    let secret = match secret(args) {
+        Ok(s) => s,
+        Err(msg) => {
+            eprintln!("monarch host: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let listen = args.listen.strip_prefix("tcp:").unwrap_or(&args.listen);
+    let sa: std::net::SocketAddr = match listen.parse() {
+        Ok(sa) => sa,
+        Err(_) => {
+            eprintln!(
+                "monarch host: --listen wants IP:PORT, got '{}'",
+                args.listen
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let advertise = args.advertise.unwrap_or_else(|| {
+        if sa.ip().is_unspecified() {
+            monarch_core::transport::default_host_ip()
+        } else {
+            sa.ip()
+        }
+    });
+    // SAFETY: installing an async-signal-safe handler (one atomic store).
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    let rt = match Runtime::listen_tcp(&format!("tcp:{sa}"), advertise, secret) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("monarch host: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.serve_builtin(AGENT_ACTOR);
+    let hostport = rt
+        .addr()
+        .strip_prefix("tcp:")
+        .unwrap_or(rt.addr())
+        .to_string();
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "MONARCH_HOST_READY {hostport}");
+        let _ = out.flush();
+    }
+    tracing::info!(addr = %rt.addr(), "host agent listening");
+    let agent = Agent {
+        rt: rt.clone(),
+        bind_ip: sa.ip(),
+        advertise,
+        prepared: Mutex::new(HashMap::new()),
+        procs: Arc::new(Mutex::new(HashMap::new())),
+    };
+    while !STOP.load(Ordering::SeqCst) {
+        match rt.next_event(Some(Duration::from_millis(200))) {
+            Ok(ev) => agent.handle(ev),
+            Err(e) if e.kind == ErrorKind::Timeout => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "agent event loop ends");
+                break;
+            }
+        }
+        agent.reap_orphaned();
+    }
+    agent.kill_all();
+    rt.shutdown();
+    ExitCode::SUCCESS
+}
+
+fn text(parts: &[Vec<u8>], i: usize) -> String {
+    parts
+        .get(i)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_default()
+}
+
+impl Agent {
+    fn handle(&self, mut ev: Event) {
+        if ev.kind != EventKind::Message {
+            if ev.kind == EventKind::StopProc {
+                STOP.store(true, Ordering::SeqCst);
+            }
+            if ev.wants_reply() {
+                let _ = ev.reply(Err(("a host agent hosts no actors", &[])));
+            }
+            return;
+        }
+        let result = match ev.method.as_str() {
+            "info" => Ok(vec![hostname().into_bytes()]),
+            "prepare" => self.prepare(&ev.parts),
+            "start" => match ev.sender().map(str::to_string) {
+                Some(controller) => self.start(&ev.parts, controller),
+                None => Err("start needs a reply port".to_string()),
+            },
+            "kill" => {
+                self.kill(&ev.parts);
+                Ok(Vec::new())
+            }
+            other => Err(format!("unknown host agent request '{other}'")),
+        };
+        if ev.wants_reply() {
+            let r = match &result {
+                Ok(parts) => {
+                    let refs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
+                    ev.reply(Ok(&refs))
+                }
+                Err(msg) => ev.reply(Err((msg, &[]))),
+            };
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "cannot answer the controller");
+            }
+        }
+    }
+
+    fn prepare(&self, parts: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+        let n: usize = text(parts, 0)
+            .parse()
+            .map_err(|_| "prepare: bad count".to_string())?;
+        if n == 0 || n > 4096 {
+            return Err(format!("prepare: {n} procs is out of range"));
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..n {
+            let l = TcpListener::bind((self.bind_ip, 0))
+                .map_err(|e| format!("cannot listen for a proc: {e}"))?;
+            let port = l.local_addr().map_err(|e| e.to_string())?.port();
+            let addr = match self.advertise {
+                IpAddr::V6(v6) => format!("tcp:[{v6}]:{port}"),
+                v4 => format!("tcp:{v4}:{port}"),
+            };
+            prepared.insert(addr.clone(), l);
+            out.push(addr.into_bytes());
+        }
+        Ok(out)
+    }
+
+    fn start(&self, parts: &[Vec<u8>], controller: String) -> Result<Vec<Vec<u8>>, String> {
+        let controller_tcp = text(parts, 0);
+        let base: u64 = text(parts, 1)
+            .parse()
+            .map_err(|_| "start: bad base rank".to_string())?;
+        let argv: Vec<String> = text(parts, 2).split('\0').map(str::to_string).collect();
+        let env_s = text(parts, 3);
+        let env: Vec<(String, String)> = env_s
+            .split('\0')
+            .filter(|kv| !kv.is_empty())
+            .filter_map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect();
+        let addrs: Vec<String> = text(parts, 4).lines().map(str::to_string).collect();
+        if argv.first().is_none_or(|a| a.is_empty()) {
+            return Err("start: empty bootstrap command".into());
+        }
+        let token = std::env::var(ENV_JOB_TOKEN).ok();
+        for (i, addr) in addrs.iter().enumerate() {
+            let listener = self
+                .prepared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(addr)
+                .ok_or_else(|| format!("start: {addr} was not prepared here"))?;
+            let rank = base + i as u64;
+            let fd = listener.as_raw_fd();
+            let own: Vec<(String, String)> = vec![
+                (ENV_CONTROLLER.into(), controller_tcp.clone()),
+                (ENV_PROC_ADDR.into(), addr.clone()),
+                (ENV_PROC_RANK.into(), rank.to_string()),
+                (ENV_LISTEN_FD.into(), fd.to_string()),
+            ];
+            let mut child_env = env.clone();
+            child_env.extend(own);
+            if token.is_none() {
+                // The secret came from a file: hand it on the same way
+                // procs read it (their environment).
+                child_env.push((ENV_JOB_TOKEN.into(), self.secret_for_child()));
+            }
+            let rt = self.rt.clone();
+            let ctrl = controller.clone();
+            let procs = self.procs.clone();
+            let spawned = spawn_child_with(
+                &argv,
+                child_env,
+                addr.clone(),
+                Completion::new(None),
+                SpawnOpts {
+                    capture_output: true,
+                    keep_fd: Some(fd),
+                },
+                move |child, exit| {
+                    procs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&child.addr);
+                    let how = exit.to_string();
+                    let _ = rt.report(&ctrl, "exit", &[child.addr.as_bytes(), how.as_bytes()]);
+                },
+            );
+            drop(listener); // the child has its own copy
+            let (child, output) = spawned.map_err(|e| format!("cannot start {argv:?}: {e}"))?;
+            if let Some((out, err)) = output {
+                self.forward(out, &controller, addr, rank, "out");
+                self.forward(err, &controller, addr, rank, "err");
+            }
+            self.procs.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                addr.clone(),
+                Proc {
+                    child,
+                    controller: controller.clone(),
+                },
+            );
+        }
+        Ok(Vec::new())
+    }
+
+    fn secret_for_child(&self) -> String {
+        // Only reached when the agent read its secret from a file; the
+        // runtime holds it.
+        self.rt.job_token().to_string()
+    }
+
+    /// Stream one output pipe of a proc to its controller, line by line.
+    fn forward(
+        &self,
+        pipe: impl Read + Send + 'static,
+        controller: &str,
+        addr: &str,
+        rank: u64,
+        which: &'static str,
+    ) {
+        let rt = self.rt.clone();
+        let controller = controller.to_string();
+        let addr = addr.to_string();
+        let rank = rank.to_string();
+        let _ = std::thread::Builder::new()
+            .name(format!("monarch-log-{which}"))
+            .spawn(move || {
+                let mut r = BufReader::new(pipe);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match r.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {
+                            if line.last() == Some(&b'\n') {
+                                line.pop();
+                            }
+                            if rt
+                                .report(
+                                    &controller,
+                                    "log",
+                                    &[addr.as_bytes(), rank.as_bytes(), which.as_bytes(), &line],
+                                )
+                                .is_err()
+                            {
+                                // Controller gone: keep draining so the
+                                // proc never blocks on a full pipe.
+                                use std::io::Write;
+                                let _ = std::io::stderr().write_all(
+                                    &[b"[rank ", rank.as_bytes(), b"] ", &line, b"\n"].concat(),
+                                );
+                            }
+                        }
+                    }
+                }
+            });
+    }
+
+    fn kill(&self, parts: &[Vec<u8>]) {
+        let procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
+        for p in parts {
+            let addr = String::from_utf8_lossy(p);
+            if let Some(pr) = procs.get(addr.as_ref()) {
+                pr.child.kill();
+            }
+        }
+    }
+
+    /// Kill the procs of controllers that are no longer connected.
+    fn reap_orphaned(&self) {
+        let procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
+        for (addr, p) in procs.iter() {
+            if !self.rt.is_connected(&p.controller) {
+                tracing::warn!(%addr, controller = %p.controller, "controller lost; killing its proc");
+                p.child.kill();
+            }
+        }
+    }
+
+    fn kill_all(&self) {
+        let children: Vec<Arc<Child>> = self
+            .procs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|p| p.child.clone())
+            .collect();
+        for c in &children {
+            // SAFETY: plain syscall on a pid we spawned (not yet reaped:
+            // the reaper removes it from the map first).
+            if !c.exit.is_ready() {
+                unsafe { libc::kill(c.pid as libc::pid_t, libc::SIGTERM) };
+            }
+        }
+        for c in &children {
+            if !c.exit.wait(Some(Duration::from_secs(3))) {
+                c.kill();
+                c.exit.wait(Some(Duration::from_secs(5)));
+            }
+        }
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if r != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

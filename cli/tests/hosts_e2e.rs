@@ -1,0 +1,292 @@
+//! Host agents on this machine (over TCP on 127.0.0.1): a controller
+//! attaches real `monarch host` agents, spawns procs through them, calls
+//! and slices, loses a host; and hostile clients against an agent.
+//! (The 3-host network-namespace test is tests/hosts/netns_test.py.)
+//!
+//! Every test in this file uses the same job secret, set in the
+//! environment before any runtime exists. Timeouts only turn a hang into
+//! a failure.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use monarch_core::frame::write_frame;
+use monarch_core::wire::{Envelope, Kind};
+use monarch_core::{
+    ActorMesh, CallMode, Future, HostMesh, MeshView, PointValue, ProcMesh, Runtime, ValueMesh,
+};
+
+const SECRET: &str = "hosts-e2e-test-secret";
+const HANG: Duration = Duration::from_secs(60);
+
+fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: set once, before any thread of this test binary reads it.
+        std::env::set_var("MONARCH_JOB_TOKEN", SECRET);
+        // A cut link is noticed quickly (kernel TCP user timeout).
+        std::env::set_var("MONARCH_TCP_TIMEOUT_MS", "3000");
+    });
+}
+
+/// A running `monarch host`, killed (SIGTERM, then SIGKILL) on drop.
+struct Agent {
+    child: Child,
+    addr: String,
+}
+
+impl Agent {
+    fn start(secret: &str) -> Agent {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_monarch"))
+            .args(["host", "--listen", "127.0.0.1:0"])
+            .env("MONARCH_JOB_TOKEN", secret)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .strip_prefix("MONARCH_HOST_READY ")
+            .unwrap_or_else(|| panic!("bad ready line {line:?}"))
+            .trim()
+            .to_string();
+        Agent { child, addr }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Controller {
+    rt: Runtime,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.rt.shutdown();
+    }
+}
+
+fn wait(f: &Future) -> ValueMesh {
+    assert!(
+        f.wait(Some(HANG)),
+        "future did not complete within {HANG:?}"
+    );
+    f.take().unwrap().expect("operation failed as a whole")
+}
+
+fn ranks(vm: &ValueMesh) -> Vec<Result<i64, String>> {
+    vm.values
+        .iter()
+        .map(|v| match v {
+            PointValue::Ok(p) => Ok(i64::from_le_bytes(p[0].as_slice().try_into().unwrap())),
+            PointValue::Err { message, .. } => Err(message.clone()),
+        })
+        .collect()
+}
+
+fn call(am: &ActorMesh, method: &str) -> ValueMesh {
+    wait(&am.call(method, &[], CallMode::All).unwrap().unwrap())
+}
+
+fn spawn_2x2(c: &Controller, agents: &[&Agent]) -> (HostMesh, ProcMesh, ActorMesh) {
+    let addrs: Vec<String> = agents.iter().map(|a| a.addr.clone()).collect();
+    let hm = HostMesh::attach(&c.rt, &addrs).expect("attach");
+    assert_eq!(hm.shape().labels(), ["hosts"]);
+    let argv = vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()];
+    let pm = hm
+        .spawn_procs(&["gpus".to_string()], &[2], &argv, &[])
+        .expect("spawn procs");
+    assert_eq!(pm.shape().labels(), ["hosts", "gpus"]);
+    assert_eq!(pm.shape().sizes(), [2, 2]);
+    let (am, ready) = pm.spawn_actors("e", "echo", &[]).unwrap();
+    for v in wait(&ready).values {
+        assert!(!v.is_err(), "{v:?}");
+    }
+    (hm, pm, am)
+}
+
+#[test]
+fn procs_on_two_agents_answer_slice_and_stop() {
+    init();
+    let a0 = Agent::start(SECRET);
+    let a1 = Agent::start(SECRET);
+    let c = Controller {
+        rt: Runtime::new().unwrap(),
+    };
+    let (hm, pm, am) = spawn_2x2(&c, &[&a0, &a1]);
+    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    let host1 = am.at("hosts", 1).unwrap();
+    assert_eq!(ranks(&call(&host1, "rank")), [Ok(0), Ok(1)]);
+    let col = am.at("gpus", 1).unwrap();
+    assert_eq!(call(&col, "rank").values.len(), 2);
+    // A sliced host mesh spawns only on its hosts.
+    let one = hm.at("hosts", 1).unwrap();
+    assert_eq!(one.hosts(), [format!("tcp:{}", a1.addr)]);
+    let argv = vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()];
+    let pm1 = one.spawn_procs(&["gpus".into()], &[3], &argv, &[]).unwrap();
+    assert_eq!(pm1.shape().sizes(), [3]);
+    let (am1, ready) = pm1.spawn_actors("e1", "echo", &[]).unwrap();
+    wait(&ready);
+    assert_eq!(call(&am1, "rank").values.len(), 3);
+    // Stopping works through the agents.
+    wait(&pm1.stop());
+    wait(&pm.stop());
+}
+
+#[test]
+fn losing_a_host_fails_exactly_its_ranks() {
+    init();
+    let a0 = Agent::start(SECRET);
+    let mut a1 = Agent::start(SECRET);
+    let c = Controller {
+        rt: Runtime::new().unwrap(),
+    };
+    let (_hm, _pm, am) = spawn_2x2(&c, &[&a0, &a1]);
+    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    // Host 1's agent dies hard; its procs die with it (parent-death signal).
+    let _ = a1.child.kill();
+    let _ = a1.child.wait();
+    assert!(!a1.alive());
+    let t = Instant::now();
+    let r = ranks(&call(&am, "rank"));
+    assert!(t.elapsed() < HANG);
+    assert_eq!(r[..2], [Ok(0), Ok(1)], "{r:?}");
+    assert!(r[2].is_err() && r[3].is_err(), "{r:?}");
+    // Later calls: host 0 keeps working, host 1 fails at once.
+    assert_eq!(
+        ranks(&call(&am.at("hosts", 0).unwrap(), "rank")),
+        [Ok(0), Ok(1)]
+    );
+    let r = ranks(&call(&am.at("hosts", 1).unwrap(), "rank"));
+    assert!(r.iter().all(|v| v.is_err()), "{r:?}");
+}
+
+/// Read until the peer closes (Ok(bytes)) or the timeout passes (Err).
+fn read_until_closed(s: &mut TcpStream) -> Result<Vec<u8>, String> {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(got),
+            Err(e) => return Err(format!("{e} after {} bytes", got.len())),
+        }
+    }
+}
+
+fn frame(method: &str) -> Vec<u8> {
+    let mut env = Envelope::new(Kind::Message);
+    env.actor = monarch_core::runtime::AGENT_ACTOR.into();
+    env.method = method.into();
+    env.reply_port = 1;
+    env.sender = "tcp:127.0.0.1:1".into();
+    let mut fbb = flatbuffers::FlatBufferBuilder::new();
+    let h = env.encode(&mut fbb).to_vec();
+    let mut out = Vec::new();
+    write_frame(&mut out, &h, &[]).unwrap();
+    out
+}
+
+#[test]
+fn hostile_clients_are_refused_and_the_agent_keeps_serving() {
+    init();
+    let mut a = Agent::start(SECRET);
+    // 1. No secret: a well-formed request frame straight away.
+    let mut s = TcpStream::connect(&a.addr).unwrap();
+    s.write_all(&frame("kill")).unwrap();
+    s.write_all(&frame("prepare")).unwrap();
+    let got = read_until_closed(&mut s).expect("agent must hang up");
+    assert!(
+        got.is_empty(),
+        "unauthenticated client got {} bytes",
+        got.len()
+    );
+    // 2. Wrong secret: the agent's proof does not verify for us, and ours
+    //    (made with the wrong key) is refused.
+    let mut s = TcpStream::connect(&a.addr).unwrap();
+    let r = monarch_core::auth::connect_handshake(&mut s, b"wrong secret", "tcp:127.0.0.1:2");
+    assert!(r.is_err(), "handshake with a wrong secret succeeded");
+    let mut s = TcpStream::connect(&a.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // Answer the challenge with garbage in place of the MAC.
+    let mut hello = b"MONARCH\x01".to_vec();
+    hello.extend_from_slice(&[7u8; 32]);
+    s.write_all(&hello).unwrap();
+    let mut head = [0u8; 8 + 32 + 2];
+    s.read_exact(&mut head).unwrap();
+    let idlen = u16::from_le_bytes([head[40], head[41]]) as usize;
+    let mut rest = vec![0u8; idlen + 32];
+    s.read_exact(&mut rest).unwrap();
+    let mut reply = 3u16.to_le_bytes().to_vec();
+    reply.extend_from_slice(b"bad");
+    reply.extend_from_slice(&[0u8; 32]);
+    s.write_all(&reply).unwrap();
+    s.write_all(&frame("prepare")).unwrap();
+    let got = read_until_closed(&mut s).expect("agent must hang up");
+    assert!(
+        got.is_empty(),
+        "client with a wrong MAC got {} bytes",
+        got.len()
+    );
+    // 3. Right secret, then garbage instead of frames.
+    let mut s = TcpStream::connect(&a.addr).unwrap();
+    monarch_core::auth::connect_handshake(&mut s, SECRET.as_bytes(), "tcp:127.0.0.1:3").unwrap();
+    s.write_all(&u32::MAX.to_le_bytes()).unwrap();
+    s.write_all(&[0xAB; 1000]).unwrap();
+    let got = read_until_closed(&mut s).expect("agent must hang up on garbage");
+    assert!(got.is_empty());
+    // 4. Right secret, a header that is not a flatbuffer.
+    let mut s = TcpStream::connect(&a.addr).unwrap();
+    monarch_core::auth::connect_handshake(&mut s, SECRET.as_bytes(), "tcp:127.0.0.1:4").unwrap();
+    s.write_all(&16u32.to_le_bytes()).unwrap();
+    s.write_all(&[0xFF; 16]).unwrap();
+    let got = read_until_closed(&mut s).expect("agent must hang up on garbage");
+    assert!(got.is_empty());
+    // The agent lives on and serves a proper controller.
+    assert!(a.alive());
+    let c = Controller {
+        rt: Runtime::new().unwrap(),
+    };
+    let (_hm, _pm, am) = spawn_2x2(&c, &[&a, &a]);
+    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    assert!(a.alive());
+}
+
+#[test]
+fn a_controller_with_the_wrong_secret_cannot_attach() {
+    init();
+    let a = Agent::start("some other job's secret");
+    let c = Controller {
+        rt: Runtime::new().unwrap(),
+    };
+    let e = match HostMesh::attach(&c.rt, std::slice::from_ref(&a.addr)) {
+        Ok(_) => panic!("attached to an agent of another job"),
+        Err(e) => e,
+    };
+    assert!(e.message.contains("authenticate"), "{e}");
+}

@@ -1,0 +1,307 @@
+//! The controller's side of procs started by host agents on other hosts:
+//! the agent protocol, exits and logs the agents report, and what happens
+//! when a host is lost. See docs/hosts.md.
+//!
+//! Agent protocol (frames of kind Message):
+//! - controller -> agent, actor [`AGENT_ACTOR`], with a reply port:
+//!   `prepare [n]` (bind n listening sockets; reply: their addresses),
+//!   `start [controller, base_rank, argv, env, addrs]` (start one proc per
+//!   prepared address; `argv`/`env` are NUL-separated, `env` as `K=V`),
+//!   `kill [addr...]`, `info` (reply: host name).
+//! - agent -> controller, actor [`CONTROL_ACTOR`], no reply:
+//!   `exit [addr, how]`, `log [addr, rank, "out"|"err", line]`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Inner, Runtime};
+use crate::completion::Completion;
+use crate::error::{Error, ErrorKind, Result};
+use crate::geometry::Shape;
+use crate::value::PointValue;
+use crate::wire::{Envelope, Kind};
+
+/// The built-in actor of a host agent.
+pub const AGENT_ACTOR: &str = "__monarch_host__";
+/// Where agents send exits and logs (handled inside the runtime).
+pub const CONTROL_ACTOR: &str = "__monarch_control__";
+
+pub(crate) struct RemoteProc {
+    pub agent: String,
+    /// How the proc ended (or that its host was lost).
+    pub exit: Completion<String>,
+}
+
+#[derive(Default)]
+pub(crate) struct RemoteProcs {
+    procs: Mutex<HashMap<String, Arc<RemoteProc>>>,
+}
+
+impl RemoteProcs {
+    pub(super) fn get(&self, addr: &str) -> Option<Arc<RemoteProc>> {
+        self.procs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(addr)
+            .cloned()
+    }
+
+    fn of_agent(&self, agent: &str) -> Vec<(String, Arc<RemoteProc>)> {
+        self.procs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, p)| p.agent == agent)
+            .map(|(a, p)| (a.clone(), p.clone()))
+            .collect()
+    }
+
+    pub(crate) fn addrs(&self) -> Vec<String> {
+        self.procs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+}
+
+impl Runtime {
+    /// Call `method` of the agent at `agent` with `parts`; the future's
+    /// single value is the agent's answer.
+    pub(crate) fn call_agent(
+        &self,
+        agent: &str,
+        method: &str,
+        parts: &[&[u8]],
+    ) -> Result<super::Future> {
+        self.check_running()?;
+        let shape = Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid");
+        let (port, fut) = self.open_gather(shape, vec![agent.to_string()]);
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = AGENT_ACTOR.to_string();
+        env.method = method.to_string();
+        env.reply_port = port;
+        env.reply_slot = 0;
+        if let Err(e) = self.send(agent, &env, parts) {
+            self.fill_slot(port, 0, PointValue::error(e.message.clone()));
+        }
+        Ok(fut)
+    }
+
+    /// Our TCP address as reachable from the host of `peer` (`tcp:IP:PORT`),
+    /// opening our TCP listener the first time.
+    pub(crate) fn tcp_addr_towards(&self, peer: &str) -> Result<String> {
+        let crate::transport::Addr::Tcp(sa) = crate::transport::Addr::parse(peer)? else {
+            return Err(Error::invalid(format!("'{peer}' is not a TCP address")));
+        };
+        let ip = crate::transport::local_ip_towards(&sa)?;
+        let port = self.tcp_port()?;
+        Ok(match ip {
+            std::net::IpAddr::V6(v6) => format!("tcp:[{v6}]:{port}"),
+            v4 => format!("tcp:{v4}:{port}"),
+        })
+    }
+
+    fn tcp_port(&self) -> Result<u16> {
+        let inner = &self.inner;
+        if let Some((_, port)) = inner.tcp_listener.get() {
+            return Ok(*port);
+        }
+        let bind = std::env::var("MONARCH_BIND_ADDR").unwrap_or_else(|_| "0.0.0.0:0".into());
+        let (l, actual) = crate::transport::Listener::bind(&format!("tcp:{bind}"))?;
+        let port: u16 = actual
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let l = Arc::new(l);
+        if inner.tcp_listener.set((l.clone(), port)).is_err() {
+            // Another thread won the race; ours is dropped unused.
+            return Ok(inner.tcp_listener.get().expect("set").1);
+        }
+        let acc = inner.clone();
+        std::thread::Builder::new()
+            .name("monarch-accept-tcp".into())
+            .spawn(move || acc.accept_loop(&l))
+            .map_err(|e| Error::io("cannot start accept thread", e))?;
+        Ok(port)
+    }
+
+    /// Expect a proc at `addr` started by the agent `agent`: sends to it
+    /// wait until it reports Ready (or its agent reports its exit).
+    pub(crate) fn expect_remote(&self, addr: &str, agent: &str) {
+        let ready: Completion<Result<()>> =
+            Completion::with_pump(None, Some(self.inner.pump.clone()));
+        self.inner
+            .ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(addr.to_string(), ready);
+        self.inner
+            .remote
+            .procs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                addr.to_string(),
+                Arc::new(RemoteProc {
+                    agent: agent.to_string(),
+                    exit: Completion::new(None),
+                }),
+            );
+    }
+
+    /// Ask remote procs to stop; ask their agents to kill those still
+    /// running after `grace`. Returns when all have exited (or their hosts
+    /// are gone).
+    pub(crate) fn stop_remote(&self, addrs: &[String], grace: Duration) {
+        let procs: Vec<(String, Arc<RemoteProc>)> = addrs
+            .iter()
+            .filter_map(|a| self.inner.remote.get(a).map(|p| (a.clone(), p)))
+            .collect();
+        for (addr, p) in &procs {
+            if p.exit.is_ready() {
+                continue;
+            }
+            let connected = self
+                .inner
+                .conns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(addr);
+            if connected {
+                let mut env = Envelope::new(Kind::StopProc);
+                env.sender = self.inner.addr.clone();
+                let _ = self.send(addr, &env, &[]);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        let mut by_agent: HashMap<String, Vec<String>> = HashMap::new();
+        for (addr, p) in &procs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !p.exit.wait(Some(left)) {
+                by_agent
+                    .entry(p.agent.clone())
+                    .or_default()
+                    .push(addr.clone());
+            }
+        }
+        for (agent, addrs) in &by_agent {
+            let parts: Vec<&[u8]> = addrs.iter().map(|a| a.as_bytes()).collect();
+            if let Ok(f) = self.call_agent(agent, "kill", &parts) {
+                f.wait(Some(Duration::from_secs(10)));
+            }
+        }
+        for (_, p) in &procs {
+            p.exit.wait(Some(Duration::from_secs(10)));
+        }
+    }
+}
+
+impl Inner {
+    /// A frame for [`CONTROL_ACTOR`] from an agent.
+    pub(super) fn on_agent_message(&self, peer: &str, env: &Envelope, parts: &[Vec<u8>]) {
+        let text = |i: usize| {
+            parts
+                .get(i)
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default()
+        };
+        match env.method.as_str() {
+            "exit" => {
+                let addr = text(0);
+                let how = text(1);
+                let Some(p) = self.remote.get(&addr) else {
+                    return;
+                };
+                if p.agent != peer {
+                    tracing::warn!(%peer, %addr, "exit report from an agent that does not own the proc");
+                    return;
+                }
+                self.remote_ended(&addr, &p, &format!("proc {addr} {how}"));
+            }
+            "log" => {
+                let rank = text(1).parse::<u64>().ok();
+                let stderr = parts.get(2).is_some_and(|s| s.as_slice() == b"err");
+                let line = parts.get(3).map(|l| l.as_slice()).unwrap_or_default();
+                crate::logs::emit(rank, stderr, line);
+            }
+            other => tracing::warn!(%peer, method = other, "unknown agent report; ignored"),
+        }
+    }
+
+    fn remote_ended(&self, addr: &str, p: &RemoteProc, why: &str) {
+        p.exit.complete(why.to_string());
+        if let Some(r) = self
+            .ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(addr)
+        {
+            r.complete(Err(Error::new(ErrorKind::ProcFailed, why.to_string())));
+        }
+        self.fail_peer_slots(addr, why);
+    }
+
+    /// `peer` is gone: when it is a host agent, every proc on its host is
+    /// lost with it.
+    pub(super) fn remote_peer_lost(&self, peer: &str, reason: &str) {
+        for (addr, p) in self.remote.of_agent(peer) {
+            if !p.exit.is_ready() {
+                let why = format!("host {peer} lost ({reason}); proc {addr} is unreachable");
+                self.remote_ended(&addr, &p, &why);
+            }
+        }
+    }
+
+    /// For a remote proc known to be gone, the error a send gets at once.
+    pub(super) fn remote_dead(&self, addr: &str) -> Option<Error> {
+        let p = self.remote.get(addr)?;
+        let why = p.exit.peek()?;
+        Some(Error::new(ErrorKind::ProcFailed, why))
+    }
+}
+
+/// What a host agent needs from its runtime.
+impl Runtime {
+    /// Accept messages for the built-in actor `name`, served by the
+    /// program itself (the host agent's [`AGENT_ACTOR`]).
+    pub fn serve_builtin(&self, name: &str) {
+        self.inner
+            .actors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), super::ActorState::Alive);
+    }
+
+    /// The job secret this runtime authenticates peers with.
+    pub fn job_token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// Whether a connection to (or from) `addr` is open.
+    pub fn is_connected(&self, addr: &str) -> bool {
+        self.inner
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(addr)
+    }
+
+    /// Report `method` with `parts` to the controller at `controller`
+    /// (see the module doc), if it is still connected; never reconnects.
+    pub fn report(&self, controller: &str, method: &str, parts: &[&[u8]]) -> Result<()> {
+        if !self.is_connected(controller) {
+            return Err(Error::new(
+                ErrorKind::ProcFailed,
+                format!("controller {controller} is not connected"),
+            ));
+        }
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = CONTROL_ACTOR.to_string();
+        env.method = method.to_string();
+        self.send(controller, &env, parts)
+    }
+}

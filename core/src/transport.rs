@@ -1,0 +1,335 @@
+//! Where the bytes go: the one place that knows about socket kinds.
+//!
+//! Addresses are strings: `unix:/path/to.sock` for procs on this host (a
+//! socket in a directory only the user can open, see `process::SocketDir`)
+//! and `tcp:IP:PORT` for procs and host agents reached across hosts.
+//! TCP sockets get `TCP_NODELAY` (small frames are the common case) and
+//! kernel keepalive with a user timeout, so a peer behind a cut link is
+//! noticed even on an idle connection (see [`tcp_timeout`]).
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A parsed address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addr {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl Addr {
+    /// Parse `unix:PATH` or `tcp:IP:PORT` (a bare `IP:PORT` or
+    /// `HOST:PORT` is taken as TCP).
+    pub fn parse(s: &str) -> Result<Addr> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err(Error::invalid(format!("empty socket path in '{s}'")));
+            }
+            return Ok(Addr::Unix(PathBuf::from(p)));
+        }
+        let hp = s.strip_prefix("tcp:").unwrap_or(s);
+        let sa = hp
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut it| it.next())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unsupported address '{s}' (want unix:PATH or tcp:IP:PORT)"
+                ))
+            })?;
+        Ok(Addr::Tcp(sa))
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Addr::Unix(p) => write!(f, "unix:{}", p.display()),
+            Addr::Tcp(sa) => write!(f, "tcp:{sa}"),
+        }
+    }
+}
+
+/// Normalize a host address given by a user (`IP:PORT`, `HOST:PORT` or
+/// `tcp:...`) to the canonical `tcp:IP:PORT`.
+pub fn tcp_addr(s: &str) -> Result<String> {
+    match Addr::parse(s)? {
+        a @ Addr::Tcp(_) => Ok(a.to_string()),
+        Addr::Unix(_) => Err(Error::invalid(format!(
+            "'{s}' is not a TCP address (want IP:PORT)"
+        ))),
+    }
+}
+
+/// How long a TCP peer may leave data or keepalive probes unacknowledged
+/// before the connection is declared dead (`MONARCH_TCP_TIMEOUT_MS`,
+/// default 10 s). Also the connect timeout.
+pub fn tcp_timeout() -> Duration {
+    let ms = std::env::var("MONARCH_TCP_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(10_000)
+        .max(100);
+    Duration::from_millis(ms)
+}
+
+/// A connected stream of either kind.
+#[derive(Debug)]
+pub enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl From<UnixStream> for Stream {
+    fn from(s: UnixStream) -> Stream {
+        Stream::Unix(s)
+    }
+}
+
+impl From<TcpStream> for Stream {
+    fn from(s: TcpStream) -> Stream {
+        Stream::Tcp(s)
+    }
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) {
+    // SAFETY: a valid int option value of the right size on our own socket.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// NODELAY, keepalive probing and a user timeout on a TCP socket.
+fn tune_tcp(s: &TcpStream) {
+    let _ = s.set_nodelay(true);
+    let fd = s.as_raw_fd();
+    let t = tcp_timeout();
+    let probe = (t.as_secs() / 4).clamp(1, 60) as libc::c_int;
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, probe);
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, probe);
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_USER_TIMEOUT,
+        t.as_millis().min(i32::MAX as u128) as libc::c_int,
+    );
+}
+
+impl Stream {
+    /// Connect to `addr` (TCP with [`tcp_timeout`] as connect timeout).
+    pub fn connect(addr: &str) -> Result<Stream> {
+        let fail = |e: io::Error| {
+            Error::new(
+                ErrorKind::ProcFailed,
+                format!("cannot connect to {addr}: {e}"),
+            )
+        };
+        match Addr::parse(addr)? {
+            Addr::Unix(p) => UnixStream::connect(p).map(Stream::Unix).map_err(fail),
+            Addr::Tcp(sa) => {
+                let s = TcpStream::connect_timeout(&sa, tcp_timeout()).map_err(fail)?;
+                tune_tcp(&s);
+                Ok(Stream::Tcp(s))
+            }
+        }
+    }
+
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tcp(s) => s.set_nonblocking(on),
+        }
+    }
+
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tcp(s) => s.set_read_timeout(t),
+        }
+    }
+
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tcp(s) => s.set_write_timeout(t),
+        }
+    }
+
+    pub fn shutdown(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+
+    /// The remote address, for logs.
+    pub fn peer_desc(&self) -> String {
+        match self {
+            Stream::Unix(_) => "unix peer".into(),
+            Stream::Tcp(s) => s
+                .peer_addr()
+                .map(|a| format!("tcp:{a}"))
+                .unwrap_or_else(|_| "tcp peer".into()),
+        }
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A listening socket of either kind.
+pub enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+impl Listener {
+    /// Listen on `addr`; returns the listener and its actual address
+    /// (port 0 becomes the port the kernel chose).
+    pub fn bind(addr: &str) -> Result<(Listener, String)> {
+        let fail = |e: io::Error| Error::io(&format!("cannot listen on {addr}"), e);
+        match Addr::parse(addr)? {
+            Addr::Unix(p) => {
+                let l = UnixListener::bind(&p).map_err(fail)?;
+                Ok((Listener::Unix(l), addr.to_string()))
+            }
+            Addr::Tcp(sa) => {
+                let l = TcpListener::bind(sa).map_err(fail)?;
+                let actual = l.local_addr().map_err(fail)?;
+                Ok((Listener::Tcp(l), format!("tcp:{actual}")))
+            }
+        }
+    }
+
+    /// Adopt a listening TCP socket inherited as descriptor `fd`.
+    ///
+    /// # Safety
+    /// `fd` must be an open listening TCP socket owned by nobody else.
+    pub unsafe fn from_tcp_fd(fd: RawFd) -> Listener {
+        // SAFETY: the caller guarantees ownership of a listening socket.
+        Listener::Tcp(unsafe { TcpListener::from_raw_fd(fd) })
+    }
+
+    pub fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept()?;
+                tune_tcp(&s);
+                Ok(Stream::Tcp(s))
+            }
+        }
+    }
+
+    /// Wake a thread blocked in `accept` (it then fails).
+    pub fn shutdown(&self) {
+        // SAFETY: shutting down our own listening socket.
+        unsafe { libc::shutdown(self.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+}
+
+impl AsRawFd for Listener {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Unix(l) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        }
+    }
+}
+
+/// The local IP this host uses to reach `peer` (by routing; no packet is
+/// sent): the address under which the peer's host can reach us.
+pub fn local_ip_towards(peer: &SocketAddr) -> Result<IpAddr> {
+    let bind: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0".parse().expect("valid")
+    } else {
+        "[::]:0".parse().expect("valid")
+    };
+    let s = UdpSocket::bind(bind).map_err(|e| Error::io("udp socket", e))?;
+    s.connect(peer)
+        .map_err(|e| Error::io(&format!("no route to {peer}"), e))?;
+    Ok(s.local_addr()
+        .map_err(|e| Error::io("udp local addr", e))?
+        .ip())
+}
+
+/// This host's address for others when listening on an unspecified
+/// address: the source address of the default route, else loopback.
+pub fn default_host_ip() -> IpAddr {
+    let probe: SocketAddr = "192.0.2.1:9".parse().expect("valid");
+    local_ip_towards(&probe).unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_and_print() {
+        assert_eq!(
+            Addr::parse("unix:/tmp/x.sock").unwrap(),
+            Addr::Unix("/tmp/x.sock".into())
+        );
+        assert_eq!(tcp_addr("127.0.0.1:80").unwrap(), "tcp:127.0.0.1:80");
+        assert_eq!(tcp_addr("tcp:10.0.0.2:1").unwrap(), "tcp:10.0.0.2:1");
+        assert!(Addr::parse("nonsense").is_err());
+        assert!(tcp_addr("unix:/x").is_err());
+    }
+
+    #[test]
+    fn tcp_listener_reports_its_port() {
+        let (l, addr) = Listener::bind("tcp:127.0.0.1:0").unwrap();
+        assert!(addr.starts_with("tcp:127.0.0.1:") && !addr.ends_with(":0"));
+        let c = Stream::connect(&addr).unwrap();
+        let s = l.accept().unwrap();
+        assert!(matches!((c, s), (Stream::Tcp(_), Stream::Tcp(_))));
+    }
+}
