@@ -66,6 +66,10 @@ typedef struct monarch_event monarch_event;
 // A pending result; complete it by waiting, polling or watching the fd.
 typedef struct monarch_future monarch_future;
 
+// The receiving end of a port of this process (a channel, or the replies
+// of `monarch_actor_mesh_stream`).
+typedef struct monarch_port_receiver monarch_port_receiver;
+
 // An n-d array of procs (or a slice of one).
 typedef struct monarch_proc_mesh monarch_proc_mesh;
 
@@ -430,6 +434,79 @@ monarch_status monarch_event_reply_error(struct monarch_event *ev,
 // Free an event. An event that still wants a reply is answered with an
 // error first, so its sender never waits forever.
 monarch_status monarch_event_free(struct monarch_event *ev);
+
+// Take over answering a message: writes the reply port its sender waits
+// on, as an opaque port reference (free with `monarch_buffer_free`), to
+// be answered later with `monarch_port_send`/`monarch_port_send_error`
+// from any thread, or by another proc the bytes are handed to. The event
+// then counts as answered (freeing it sends nothing). When nobody waits
+// for an answer (a broadcast), writes NULL and 0.
+monarch_status monarch_event_take_port(struct monarch_event *ev, uint8_t **out, size_t *out_len);
+
+// Open a port of this process. `once`: it takes one value, then closes.
+// Writes its receiver to `*out` (free with `monarch_port_receiver_free`,
+// which closes the port; values sent later are dropped).
+monarch_status monarch_port_open(struct monarch_runtime *rt,
+                                 bool once,
+                                 struct monarch_port_receiver **out);
+
+// Write an opaque reference to the receiver's port (free with
+// `monarch_buffer_free`). Any proc of the job may send to it with
+// `monarch_port_send`; the bytes may travel in messages.
+monarch_status monarch_port_receiver_ref(struct monarch_port_receiver *rx,
+                                         uint8_t **out,
+                                         size_t *out_len);
+
+// Write a future of the next value of the port: its ValueMesh has one
+// point holding the value or error that was sent. Futures complete in
+// the order they were asked for; a future asked of a closed port (a once
+// port that already delivered, a stream whose every point answered)
+// fails with MONARCH_ERR_INVALID_ARGUMENT when taken.
+monarch_status monarch_port_receiver_recv(struct monarch_port_receiver *rx,
+                                          struct monarch_future **out);
+
+// Free a port receiver; its port closes.
+monarch_status monarch_port_receiver_free(struct monarch_port_receiver *rx);
+
+// Send a value (parts, borrowed for the call) to the port named by the
+// reference bytes (borrowed). Malformed bytes give
+// MONARCH_ERR_INVALID_ARGUMENT; a port that no longer exists drops it.
+monarch_status monarch_port_send(struct monarch_runtime *rt,
+                                 const uint8_t *port_ref_ptr,
+                                 size_t port_ref_len,
+                                 const struct monarch_bytes *parts_in,
+                                 size_t nparts);
+
+// Send an error to a port: `message` (UTF-8) plus optional parts (e.g. a
+// serialized exception), like `monarch_event_reply_error`.
+monarch_status monarch_port_send_error(struct monarch_runtime *rt,
+                                       const uint8_t *port_ref_ptr,
+                                       size_t port_ref_len,
+                                       const char *message,
+                                       const struct monarch_bytes *parts_in,
+                                       size_t nparts);
+
+// Call endpoint `method` with replies sent to the port named by the
+// reference bytes (borrowed) instead of a future: `mode` is
+// `MONARCH_CALL_ALL` (every actor; point r of the mesh answers to slot r)
+// or `MONARCH_CALL_CHOOSE` (one actor chosen by the runtime).
+monarch_status monarch_actor_mesh_send(struct monarch_actor_mesh *am,
+                                       const char *method,
+                                       const struct monarch_bytes *parts_in,
+                                       size_t nparts,
+                                       const uint8_t *port_ref_ptr,
+                                       size_t port_ref_len,
+                                       uint32_t mode);
+
+// Call endpoint `method` of every actor and stream the replies: writes a
+// port receiver whose `monarch_port_receiver_recv` futures yield one
+// reply each, in the order they arrive (one per actor; an actor whose
+// proc is lost yields an error). Free the receiver when done.
+monarch_status monarch_actor_mesh_stream(struct monarch_actor_mesh *am,
+                                         const char *method,
+                                         const struct monarch_bytes *parts_in,
+                                         size_t nparts,
+                                         struct monarch_port_receiver **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -7,6 +7,7 @@
 //! - [`runtime`]: this process's proc: connections, routing, actors, ports
 //!   (its `io` submodule: how threads wait and read the sockets)
 //! - [`mesh`]: proc meshes and actor meshes
+//! - [`port`]: port references, stream ports and their receivers
 //! - [`value`]: gathered replies
 //! - [`transport`]: Unix and TCP sockets, addresses
 //! - [`auth`]: HMAC-SHA256 challenge-response on every connection
@@ -22,6 +23,7 @@ pub mod geometry;
 pub mod host;
 pub mod logs;
 pub mod mesh;
+pub mod port;
 pub mod process;
 pub mod runtime;
 pub mod transport;
@@ -32,5 +34,6 @@ pub use error::{Error, ErrorKind, Result};
 pub use geometry::Shape;
 pub use host::HostMesh;
 pub use mesh::{ActorMesh, CallMode, MeshView, ProcMesh};
+pub use port::{PortReceiver, PortRef};
 pub use runtime::{Event, EventKind, Future, Runtime};
 pub use value::{PointValue, ValueMesh};

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::geometry::Shape;
+use crate::port::{PortReceiver, PortRef};
 use crate::runtime::{Future, Runtime};
 use crate::value::{PointValue, ValueMesh};
 use crate::wire::{encode_shape, ActorMeshRef, Envelope, Kind};
@@ -112,7 +113,9 @@ impl ProcMesh {
         let mut env = Envelope::new(Kind::SpawnActor);
         env.actor = mesh.r.key.clone();
         env.type_name = type_name.to_string();
-        let ready = mesh.send_all(env, args, true)?.expect("replies requested");
+        let ready = mesh
+            .send_all(env, args, Replies::Gather)?
+            .expect("replies requested");
         Ok((mesh, ready))
     }
 
@@ -250,8 +253,8 @@ impl ActorMesh {
         env.actor = self.r.key.clone();
         env.method = method.to_string();
         match mode {
-            CallMode::All => self.send_all(env, parts, true),
-            CallMode::Broadcast => self.send_all(env, parts, false),
+            CallMode::All => self.send_all(env, parts, Replies::Gather),
+            CallMode::Broadcast => self.send_all(env, parts, Replies::None),
             CallMode::One => {
                 if self.r.shape.len() != 1 {
                     return Err(Error::invalid(format!(
@@ -261,34 +264,73 @@ impl ActorMesh {
                         self.r.shape
                     )));
                 }
-                self.send_all(env, parts, true)
+                self.send_all(env, parts, Replies::Gather)
             }
-            CallMode::Choose => {
-                let n = self.r.shape.len();
-                if n == 0 {
-                    return Err(Error::invalid(format!(
-                        "cannot choose from empty mesh '{}'",
-                        self.r.name
-                    )));
-                }
-                let rank = self.next_choice.fetch_add(1, Ordering::Relaxed) % n;
-                let coords = self.r.shape.coords_of(rank)?;
-                let mut point = self.r.shape.clone();
-                for (label, c) in self.r.shape.labels().iter().zip(coords) {
-                    point = point.at(label, c)?;
-                }
-                self.with_shape(point).send_all(env, parts, true)
-            }
+            CallMode::Choose => self.chosen()?.send_all(env, parts, Replies::Gather),
         }
     }
 
-    /// Send `env` to every point of the view; with `replies`, open a port
-    /// gathering one answer per point.
+    /// Call endpoint `method` of every point (or, with `choose`, of one
+    /// point chosen round-robin) with replies sent to `port` instead of a
+    /// gather port of ours: point `r` of the view answers to slot `r`.
+    pub fn send_to_port(
+        &self,
+        method: &str,
+        parts: &[&[u8]],
+        port: &PortRef,
+        choose: bool,
+    ) -> Result<()> {
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = self.r.key.clone();
+        env.method = method.to_string();
+        let target = if choose { self.chosen()? } else { self.clone() };
+        target.send_all(env, parts, Replies::Port(port))?;
+        Ok(())
+    }
+
+    /// Call endpoint `method` of every point; the replies arrive on the
+    /// returned receiver one by one, in the order they come back. A point
+    /// whose proc is lost yields an error value.
+    pub fn stream(&self, method: &str, parts: &[&[u8]]) -> Result<PortReceiver> {
+        let peers: Vec<String> = self
+            .r
+            .shape
+            .base_ranks()
+            .map(|r| self.r.procs[r].clone())
+            .collect();
+        let rx = self.rt.open_stream(false, Some(peers));
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = self.r.key.clone();
+        env.method = method.to_string();
+        self.send_all(env, parts, Replies::Stream(rx.id()))?;
+        Ok(rx)
+    }
+
+    /// The one-point view of the next round-robin choice.
+    fn chosen(&self) -> Result<ActorMesh> {
+        let n = self.r.shape.len();
+        if n == 0 {
+            return Err(Error::invalid(format!(
+                "cannot choose from empty mesh '{}'",
+                self.r.name
+            )));
+        }
+        let rank = self.next_choice.fetch_add(1, Ordering::Relaxed) % n;
+        let coords = self.r.shape.coords_of(rank)?;
+        let mut point = self.r.shape.clone();
+        for (label, c) in self.r.shape.labels().iter().zip(coords) {
+            point = point.at(label, c)?;
+        }
+        Ok(self.with_shape(point))
+    }
+
+    /// Send `env` to every point of the view; with `Replies::Gather`, open
+    /// a port gathering one answer per point.
     fn send_all(
         &self,
         mut env: Envelope,
         parts: &[&[u8]],
-        replies: bool,
+        replies: Replies<'_>,
     ) -> Result<Option<Future>> {
         self.rt.check_running()?;
         let shape = &self.r.shape;
@@ -296,21 +338,29 @@ impl ActorMesh {
         env.sender = self.rt.addr().to_string();
         env.shape = Some(self.shape_bytes.clone());
         env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
-        let (port, fut) = if replies {
-            let (port, fut) = self
-                .rt
-                .open_gather(shape.clone(), dests.iter().map(|d| d.to_string()).collect());
-            (port, Some(fut))
-        } else {
-            (0, None)
+        let (port, fut) = match replies {
+            Replies::Gather => {
+                let (port, fut) = self
+                    .rt
+                    .open_gather(shape.clone(), dests.iter().map(|d| d.to_string()).collect());
+                (port, Some(fut))
+            }
+            Replies::None => (0, None),
+            Replies::Stream(id) => (id, None),
+            Replies::Port(p) => {
+                // Answers go to the port's proc, which may not be us.
+                env.sender = p.addr.clone();
+                (p.port, None)
+            }
         };
+        let fill_own = matches!(replies, Replies::Gather | Replies::Stream(_));
         env.reply_port = port;
         let mut first_err = None;
         for (slot, addr) in dests.iter().enumerate() {
             env.message_rank = slot as u64;
             env.reply_slot = slot as u64;
             if let Err(e) = self.rt.send_batched(addr, &env, parts) {
-                if replies {
+                if fill_own {
                     self.rt
                         .fill_slot(port, slot as u64, PointValue::error(e.message.clone()));
                 } else if first_err.is_none() {
@@ -329,6 +379,20 @@ impl ActorMesh {
         let env = Envelope::new(Kind::StopActor);
         let mut env = env;
         env.actor = self.r.key.clone();
-        Ok(self.send_all(env, &[], true)?.expect("replies requested"))
+        Ok(self
+            .send_all(env, &[], Replies::Gather)?
+            .expect("replies requested"))
     }
+}
+
+/// Where the answers of a cast go.
+enum Replies<'a> {
+    /// Nobody answers.
+    None,
+    /// A new gather port of ours (the call's future).
+    Gather,
+    /// Our stream port with this id.
+    Stream(u64),
+    /// Someone's port.
+    Port(&'a PortRef),
 }

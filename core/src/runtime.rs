@@ -27,6 +27,7 @@ use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::geometry::Shape;
+use crate::port::{PortRef, StreamPort};
 use crate::process::{random_hex, spawn_child, Child, ExitInfo, SocketDir};
 use crate::transport::{Listener, Stream};
 use crate::value::{PointValue, ValueMesh};
@@ -114,6 +115,22 @@ impl Event {
     pub fn wants_reply(&self) -> bool {
         self.reply.is_some() && !self.answered
     }
+
+    /// Take over answering: the reply port the sender waits on, as a
+    /// reference that may be answered later, from any thread or proc
+    /// ([`Runtime::port_send`]). The event then counts as answered (None
+    /// when nobody waits).
+    pub fn take_reply_port(&mut self) -> Option<PortRef> {
+        if self.answered {
+            return None;
+        }
+        self.answered = true;
+        self.reply.as_ref().map(|r| PortRef {
+            addr: r.peer.clone(),
+            port: r.port,
+            slot: r.slot,
+        })
+    }
 }
 
 impl Drop for Event {
@@ -176,6 +193,8 @@ pub(crate) struct Inner {
     remote: remote::RemoteProcs,
     conns: Mutex<HashMap<String, Arc<Conn>>>,
     ports: Mutex<HashMap<u64, Arc<Gather>>>,
+    /// Stream ports (see `port`): channels and `stream()` casts.
+    streams: Mutex<HashMap<u64, Arc<StreamPort>>>,
     actors: Mutex<HashMap<String, ActorState>>,
     events: EventQueue,
     parking: Parking,
@@ -328,6 +347,7 @@ impl Runtime {
             remote: Default::default(),
             conns: Mutex::new(HashMap::new()),
             ports: Mutex::new(HashMap::new()),
+            streams: Mutex::new(HashMap::new()),
             actors: Mutex::new(HashMap::new()),
             events: EventQueue {
                 q: Mutex::new(VecDeque::new()),
@@ -550,6 +570,22 @@ impl Runtime {
         (port, done)
     }
 
+    pub(crate) fn register_stream(&self, id: u64, port: Arc<StreamPort>) {
+        self.inner
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, port);
+    }
+
+    pub(crate) fn close_stream(&self, id: u64) {
+        self.inner
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
     /// Fill a slot of our own port locally (e.g. when a send failed).
     pub(crate) fn fill_slot(&self, port: u64, slot: u64, value: PointValue) {
         self.inner.fill(port, slot, value);
@@ -666,6 +702,17 @@ impl Runtime {
         for g in ports {
             g.done
                 .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
+        }
+        let streams: Vec<Arc<StreamPort>> = self
+            .inner
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for s in streams {
+            s.close("runtime was shut down");
         }
         self.inner.wake_parked();
         signal_eventfd(self.inner.io.kick.as_raw_fd());
@@ -872,6 +919,18 @@ impl Inner {
                 if p == peer {
                     self.fill(port, slot as u64, PointValue::error(why));
                 }
+            }
+        }
+        let streams: Vec<(u64, Arc<StreamPort>)> = self
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, s)| (*k, s.clone()))
+            .collect();
+        for (port, s) in streams {
+            for slot in s.owed_by(peer) {
+                self.fill(port, slot, PointValue::error(why));
             }
         }
     }
@@ -1081,7 +1140,23 @@ impl Inner {
             .get(&port)
             .cloned();
         let Some(g) = g else {
-            tracing::debug!(port, "reply to a closed port dropped");
+            let s = self
+                .streams
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&port)
+                .cloned();
+            match s {
+                Some(s) => {
+                    if s.deliver(slot, value) {
+                        self.streams
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&port);
+                    }
+                }
+                None => tracing::debug!(port, "reply to a closed port dropped"),
+            }
             return;
         };
         let finished = {
@@ -1117,7 +1192,9 @@ impl Inner {
     ) -> Result<()> {
         if addr == self.addr {
             let mut env = env.clone();
-            env.sender = self.addr.clone();
+            if env.sender.is_empty() {
+                env.sender = self.addr.clone();
+            }
             env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
             let frame = Frame {
                 envelope: env,

@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
-use monarch_core::{ActorMesh, Event, Future, ProcMesh, Runtime, ValueMesh};
+use monarch_core::{ActorMesh, Event, Future, PortReceiver, ProcMesh, Runtime, ValueMesh};
 
 use crate::status::{Fail, MONARCH_ERR_INVALID_HANDLE};
 
@@ -32,6 +32,7 @@ pub enum Object {
     Future(Future),
     ValueMesh(Arc<HeldValueMesh>),
     Event(Arc<HeldEvent>),
+    PortReceiver(Arc<PortReceiver>),
 }
 
 impl Object {
@@ -43,6 +44,7 @@ impl Object {
             Object::Future(_) => "future",
             Object::ValueMesh(_) => "value mesh",
             Object::Event(_) => "event",
+            Object::PortReceiver(_) => "port receiver",
         }
     }
 }

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use handles::{insert, remove, HeldEvent, HeldValueMesh, Object};
-use monarch_core::{ActorMesh, CallMode, Error, MeshView, PointValue, ProcMesh, Runtime, Shape};
+use monarch_core::{
+    ActorMesh, CallMode, Error, MeshView, PointValue, PortRef, ProcMesh, Runtime, Shape,
+};
 pub use status::*;
 
 /// The ABI version this library implements. Bumped on any incompatible
@@ -70,6 +72,11 @@ pub struct monarch_value_mesh {
 }
 /// One unit of work for the actors hosted in this process.
 pub struct monarch_event {
+    _private: [u8; 0],
+}
+/// The receiving end of a port of this process (a channel, or the replies
+/// of `monarch_actor_mesh_stream`).
+pub struct monarch_port_receiver {
     _private: [u8; 0],
 }
 
@@ -1080,4 +1087,196 @@ pub unsafe extern "C" fn monarch_event_reply_error(
 #[no_mangle]
 pub unsafe extern "C" fn monarch_event_free(ev: *mut monarch_event) -> monarch_status {
     guard(|| remove(ev as usize, "event").map(drop))
+}
+
+/// Take over answering a message: writes the reply port its sender waits
+/// on, as an opaque port reference (free with `monarch_buffer_free`), to
+/// be answered later with `monarch_port_send`/`monarch_port_send_error`
+/// from any thread, or by another proc the bytes are handed to. The event
+/// then counts as answered (freeing it sends nothing). When nobody waits
+/// for an answer (a broadcast), writes NULL and 0.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_event_take_port(
+    ev: *mut monarch_event,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+) -> monarch_status {
+    guard(|| {
+        let e = typed!(ev, Event, "event");
+        out_ptr(out, "out")?;
+        out_ptr(out_len, "out_len")?;
+        let taken = e
+            .event
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_reply_port();
+        match taken {
+            Some(r) => owned_buffer(r.encode(), out, out_len),
+            None => {
+                *out = std::ptr::null_mut();
+                *out_len = 0;
+                Ok(())
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Ports
+
+fn port_ref(ptr: *const u8, len: usize) -> Result<PortRef, Fail> {
+    Ok(PortRef::decode(arg_slice(ptr, len, "port_ref")?)?)
+}
+
+/// Open a port of this process. `once`: it takes one value, then closes.
+/// Writes its receiver to `*out` (free with `monarch_port_receiver_free`,
+/// which closes the port; values sent later are dropped).
+#[no_mangle]
+pub unsafe extern "C" fn monarch_port_open(
+    rt: *mut monarch_runtime,
+    once: bool,
+    out: *mut *mut monarch_port_receiver,
+) -> monarch_status {
+    guard(|| {
+        let r = typed!(rt, Runtime, "runtime");
+        let out = out_ptr(out, "out")?;
+        let rx = r.open_port(once);
+        *out = insert(Object::PortReceiver(Arc::new(rx))) as *mut monarch_port_receiver;
+        Ok(())
+    })
+}
+
+/// Write an opaque reference to the receiver's port (free with
+/// `monarch_buffer_free`). Any proc of the job may send to it with
+/// `monarch_port_send`; the bytes may travel in messages.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_port_receiver_ref(
+    rx: *mut monarch_port_receiver,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+) -> monarch_status {
+    guard(|| {
+        let p = typed!(rx, PortReceiver, "port receiver");
+        owned_buffer(p.port_ref().encode(), out, out_len)
+    })
+}
+
+/// Write a future of the next value of the port: its ValueMesh has one
+/// point holding the value or error that was sent. Futures complete in
+/// the order they were asked for; a future asked of a closed port (a once
+/// port that already delivered, a stream whose every point answered)
+/// fails with MONARCH_ERR_INVALID_ARGUMENT when taken.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_port_receiver_recv(
+    rx: *mut monarch_port_receiver,
+    out: *mut *mut monarch_future,
+) -> monarch_status {
+    guard(|| {
+        let p = typed!(rx, PortReceiver, "port receiver");
+        let out = out_ptr(out, "out")?;
+        *out = insert(Object::Future(p.recv())) as *mut monarch_future;
+        Ok(())
+    })
+}
+
+/// Free a port receiver; its port closes.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_port_receiver_free(
+    rx: *mut monarch_port_receiver,
+) -> monarch_status {
+    guard(|| remove(rx as usize, "port receiver").map(drop))
+}
+
+/// Send a value (parts, borrowed for the call) to the port named by the
+/// reference bytes (borrowed). Malformed bytes give
+/// MONARCH_ERR_INVALID_ARGUMENT; a port that no longer exists drops it.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_port_send(
+    rt: *mut monarch_runtime,
+    port_ref_ptr: *const u8,
+    port_ref_len: usize,
+    parts_in: *const monarch_bytes,
+    nparts: usize,
+) -> monarch_status {
+    guard(|| {
+        let r = typed!(rt, Runtime, "runtime");
+        let to = port_ref(port_ref_ptr, port_ref_len)?;
+        let p = parts(parts_in, nparts)?;
+        Ok(r.port_send(&to, Ok(&p))?)
+    })
+}
+
+/// Send an error to a port: `message` (UTF-8) plus optional parts (e.g. a
+/// serialized exception), like `monarch_event_reply_error`.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_port_send_error(
+    rt: *mut monarch_runtime,
+    port_ref_ptr: *const u8,
+    port_ref_len: usize,
+    message: *const c_char,
+    parts_in: *const monarch_bytes,
+    nparts: usize,
+) -> monarch_status {
+    guard(|| {
+        let r = typed!(rt, Runtime, "runtime");
+        let to = port_ref(port_ref_ptr, port_ref_len)?;
+        let message = arg_str(message, "message")?;
+        let p = parts(parts_in, nparts)?;
+        Ok(r.port_send(&to, Err((message, &p)))?)
+    })
+}
+
+/// Call endpoint `method` with replies sent to the port named by the
+/// reference bytes (borrowed) instead of a future: `mode` is
+/// `MONARCH_CALL_ALL` (every actor; point r of the mesh answers to slot r)
+/// or `MONARCH_CALL_CHOOSE` (one actor chosen by the runtime).
+#[no_mangle]
+pub unsafe extern "C" fn monarch_actor_mesh_send(
+    am: *mut monarch_actor_mesh,
+    method: *const c_char,
+    parts_in: *const monarch_bytes,
+    nparts: usize,
+    port_ref_ptr: *const u8,
+    port_ref_len: usize,
+    mode: u32,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(am, ActorMesh, "actor mesh");
+        let choose = match mode {
+            MONARCH_CALL_ALL => false,
+            MONARCH_CALL_CHOOSE => true,
+            other => {
+                return Err(Fail::invalid(format!(
+                    "monarch_actor_mesh_send takes MONARCH_CALL_ALL or MONARCH_CALL_CHOOSE, not {other}"
+                )))
+            }
+        };
+        let method = arg_str(method, "method")?;
+        let to = port_ref(port_ref_ptr, port_ref_len)?;
+        let p = parts(parts_in, nparts)?;
+        Ok(m.send_to_port(method, &p, &to, choose)?)
+    })
+}
+
+/// Call endpoint `method` of every actor and stream the replies: writes a
+/// port receiver whose `monarch_port_receiver_recv` futures yield one
+/// reply each, in the order they arrive (one per actor; an actor whose
+/// proc is lost yields an error). Free the receiver when done.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_actor_mesh_stream(
+    am: *mut monarch_actor_mesh,
+    method: *const c_char,
+    parts_in: *const monarch_bytes,
+    nparts: usize,
+    out: *mut *mut monarch_port_receiver,
+) -> monarch_status {
+    guard(|| {
+        let m = typed!(am, ActorMesh, "actor mesh");
+        let out = out_ptr(out, "out")?;
+        let method = arg_str(method, "method")?;
+        let p = parts(parts_in, nparts)?;
+        let rx = m.stream(method, &p)?;
+        *out = insert(Object::PortReceiver(Arc::new(rx))) as *mut monarch_port_receiver;
+        Ok(())
+    })
 }

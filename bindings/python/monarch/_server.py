@@ -37,12 +37,22 @@ Protocol between Python callers and Python actors (all parts are produced by
   then the event is answered with no parts.
 * stop-proc event: the loop ends; the worker then frees its runtime and
   exits.
+* ``@endpoint(explicit_response_port=True)``: the worker takes the reply
+  port from the event (``monarch_event_take_port``) and passes it, as a
+  ``Port``, before the arguments; the endpoint answers through it.
+* ``async def`` endpoints run on the proc's event loop (one asyncio loop on
+  its own thread per proc): a plain async endpoint is run to completion
+  before the next event is handled; a ``@concurrent_endpoint`` is started
+  as a task, answers through its reply port when it finishes, and the next
+  event is handled at once. Inside a task, ``current_rank()``/``context()``
+  come from a context variable set for that task.
 
 Events are handled one at a time, in order of arrival.
 """
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import traceback
@@ -77,6 +87,31 @@ class _Current(threading.local):
 
 
 current = _Current()
+
+# (message Point, _Hosted) of the async task running an endpoint.
+task_context: contextvars.ContextVar = contextvars.ContextVar("monarch_task_context")
+
+_loop = None
+_loop_lock = threading.Lock()
+
+
+def _event_loop():
+    """The proc's asyncio loop for async endpoints, run on its own thread."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            import asyncio
+
+            loop = asyncio.new_event_loop()
+            t = threading.Thread(target=loop.run_forever, name="monarch-actor-loop", daemon=True)
+            t.start()
+            _loop = loop
+        return _loop
+
+
+async def _in_task(coro, point, hosted):
+    task_context.set((point, hosted))
+    return await coro
 _EMPTY_PARTS = ffi.new("monarch_bytes[1]")
 
 
@@ -105,14 +140,27 @@ def _format_exc(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def _run_coroutine(coro):
+def _run_coroutine(coro, point=None, hosted=None):
+    """Run ``coro`` on the proc's event loop and wait for its result."""
     import asyncio
 
-    loop = getattr(current, "loop", None)
-    if loop is None:
-        loop = asyncio.new_event_loop()
-        current.loop = loop
-    return loop.run_until_complete(coro)
+    if point is None:
+        from .actor import _message_point
+
+        point, hosted = _message_point(current.event), current.actor
+    return asyncio.run_coroutine_threadsafe(_in_task(coro, point, hosted), _event_loop()).result()
+
+
+def _take_port(ev):
+    from ._lib import take_buffer
+    from ._ports import Port
+
+    out = ffi.new("uint8_t **")
+    n = ffi.new("size_t *")
+    check(lib.monarch_event_take_port(ev, out, n))
+    if out[0] == _NULL:
+        return Port(None)
+    return Port(take_buffer(out[0], n[0]))
 
 
 class Server:
@@ -306,14 +354,20 @@ class Server:
             entry = hosted.endpoints.get(method)
             if entry is None:
                 entry = self._endpoint(hosted, method)
-            fn, raw = entry
+            fn, raw, explicit, concurrent = entry
             if raw:
                 result = fn(*self._raw_args(ev))
             else:
                 args, kwargs = self._load(ev, owner_box)
+                if explicit or concurrent:
+                    try:
+                        self._with_port(ev, hosted, fn, args, kwargs, explicit, concurrent)
+                    finally:
+                        current.event, current.actor = prev_event, prev_actor
+                    return
                 result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
-                result = _run_coroutine(result)
+                result = _run_coroutine(result, _message_point_of(ev), hosted)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -340,15 +394,43 @@ class Server:
                     ev, exc, f"endpoint {method.decode()!r} returned a value that cannot be sent:"
                 )
 
+    def _with_port(self, ev, hosted, fn, args, kwargs, explicit, concurrent):
+        """Run an endpoint that answers through its reply port: one with
+        ``explicit_response_port`` (the port is its first argument), or a
+        concurrent one (a task on the event loop answers when it ends)."""
+        port = _take_port(ev)
+        try:
+            if explicit:
+                args = (port, *args)
+            result = fn(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                coro = _in_task(result, _message_point_of(ev), hosted)
+                if concurrent:
+                    import asyncio
+
+                    cf = asyncio.run_coroutine_threadsafe(coro, _event_loop())
+                    cf.add_done_callback(lambda f: _answer_port(port, f, explicit))
+                    return
+                result = asyncio_run(coro)
+            if not explicit:
+                port.send(result)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            port.exception(exc)
+
     def _endpoint(self, hosted: _Hosted, method: bytes):
-        from .actor import _is_endpoint, _is_raw
+        from .actor import _is_async, _is_endpoint, _is_raw
 
         name = method.decode()
         cls = type(hosted.instance)
         attr = getattr(cls, name, None)
         if attr is None or not _is_endpoint(attr):
             raise AttributeError(f"actor {cls.__qualname__} has no endpoint {name!r}")
-        entry = (getattr(hosted.instance, name), _is_raw(attr))
+        raw = _is_raw(attr)
+        explicit = not raw and bool(attr.options.get("explicit_response_port"))
+        concurrent = not raw and bool(attr.options.get("concurrent")) and _is_async(attr._fn)
+        entry = (getattr(hosted.instance, name), raw, explicit, concurrent)
         hosted.endpoints[method] = entry
         return entry
 
@@ -373,6 +455,34 @@ class Server:
             return
         if self._wants_reply(ev):
             check(_event_reply(ev, _EMPTY_PARTS, 0))
+
+
+def _message_point_of(ev):
+    from .actor import _message_point
+
+    return _message_point(ev)
+
+
+def asyncio_run(coro):
+    """Run a coroutine on the proc's event loop and wait for it."""
+    import asyncio
+
+    return asyncio.run_coroutine_threadsafe(coro, _event_loop()).result()
+
+
+def _answer_port(port, f, explicit):
+    """Done-callback of a concurrent endpoint's task."""
+    try:
+        exc = f.exception()
+        if exc is not None:
+            port.exception(exc)
+        elif not explicit:
+            port.send(f.result())
+    except BaseException as e:  # noqa: BLE001 - e.g. an unpicklable result
+        try:
+            port.exception(e)
+        except BaseException:  # noqa: BLE001
+            sys.stderr.write(f"monarch: cannot answer a concurrent endpoint:\n{_format_exc(e)}")
 
 
 def _takes_arg(fn) -> bool:

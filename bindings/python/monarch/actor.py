@@ -44,25 +44,33 @@ from ._lib import (
     runtime,
     take_buffer,
 )
+from . import _ports
+from ._ports import Channel, Port, PortReceiver
 
 __all__ = [
+    "Accumulator",
     "Actor",
     "ActorError",
     "ActorMesh",
+    "Channel",
     "Context",
     "Endpoint",
     "Future",
     "HostMesh",
     "MonarchError",
     "Point",
+    "Port",
+    "PortReceiver",
     "ProcMesh",
     "SupervisionError",
     "ValueMesh",
+    "concurrent_endpoint",
     "context",
     "current_rank",
     "current_size",
     "endpoint",
     "monarch_binary",
+    "send",
     "this_host",
     "this_proc",
 ]
@@ -657,10 +665,53 @@ def endpoint(fn=None, **options):
     list/tuple of bytes-like objects (one part each). Python callers pass
     bytes-like arguments (one part each) and get replies back as ``bytes``
     / ``None`` / tuple of ``bytes``. An exception is answered as usual (a
-    text message; C/C++ callers see it as the error of the point)."""
+    text message; C/C++ callers see it as the error of the point).
+
+    ``@endpoint(explicit_response_port=True)``: the endpoint is called with
+    the caller's reply ``Port`` as its first argument (after ``self``) and
+    its return value is ignored; it answers with ``port.send(value)`` /
+    ``port.exception(exc)``, now or later, from any thread, or hands the
+    port to another actor. An endpoint that never answers leaves the caller
+    waiting."""
     if fn is None:
         return lambda f: Endpoint(f, **options)
     return Endpoint(fn, **options)
+
+
+def concurrent_endpoint(fn=None, **options):
+    """An ``async def`` endpoint whose bodies may interleave: each message
+    starts a task on the actor's event loop and the actor goes on to its
+    next message while the task awaits (plain async endpoints run one
+    message at a time)."""
+    options["concurrent"] = True
+    return endpoint(fn, **options)
+
+
+def _is_async(fn) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(inspect.unwrap(fn))
+
+
+def _check_endpoint_kinds(cls) -> None:
+    """As upstream: an actor's (non-raw) endpoints are all ``def`` or all
+    ``async def``."""
+    sync, asyn = [], []
+    seen = set()
+    for klass in cls.__mro__:
+        for name, attr in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            if isinstance(attr, Endpoint) and not _is_raw(attr):
+                (asyn if _is_async(attr._fn) else sync).append(name)
+            if isinstance(attr, Endpoint) and attr.options.get("concurrent") and not _is_async(attr._fn):
+                raise TypeError(f"{cls.__qualname__}.{name} is a @concurrent_endpoint but not an async def")
+    if sync and asyn:
+        raise TypeError(
+            f"actor class {cls.__qualname__} mixes synchronous endpoints ({', '.join(sorted(sync))}) "
+            f"and async endpoints ({', '.join(sorted(asyn))}); make them all `def` or all `async def`"
+        )
 
 
 def _is_endpoint(attr) -> bool:
@@ -736,9 +787,14 @@ class Context:
     def __init__(self, hosted, event):
         self.actor_instance = _ActorInstance(hosted)
         self._event = event
+        self._point = None
 
     @property
     def message_rank(self) -> Point:
+        """The point of the current message in the (possibly sliced) mesh
+        it was sent to; ``current_rank()`` is the same."""
+        if self._point is not None:
+            return self._point
         return _message_point(self._event)
 
 
@@ -762,6 +818,11 @@ def _current():
 def current_rank() -> Point:
     """The point of the running actor in the mesh the current message was
     sent to (in the controller: a point with no dimensions)."""
+    from ._server import task_context
+
+    tc = task_context.get(None)
+    if tc is not None:
+        return tc[0]
     return _message_point(_current().event)
 
 
@@ -771,6 +832,13 @@ def current_size() -> dict:
 
 
 def context() -> Context:
+    from ._server import task_context
+
+    tc = task_context.get(None)
+    if tc is not None:
+        c = Context(tc[1], None)
+        c._point = tc[0]
+        return c
     cur = _current()
     return Context(cur.actor, cur.event)
 
@@ -1023,6 +1091,23 @@ class EndpointRef:
         """Send to every actor; nobody replies."""
         self._mesh._send(self, args, kwargs, CALL_BROADCAST)
 
+    def stream(self, *args, **kwargs):
+        """Call every actor; an iterator of one Future per actor, which
+        complete in the order the replies arrive (the first future gets the
+        first reply to come back, whichever rank sent it). The call is made
+        at once, not when iteration starts."""
+        mesh = self._mesh
+        mesh._check_live()
+        arr, n, keep = mesh._parts(self, args, kwargs)
+        out = _new("monarch_port_receiver **")
+        st = lib.monarch_actor_mesh_stream(mesh._h, self._cname, arr, n, out)
+        del keep
+        if st:
+            raise error_for(st, f"cannot call {mesh._class_name}.{self._name}")
+        rx = PortReceiver(out[0], f"{mesh._class_name}.{self._name}")
+        convert = _RAW_CONVERT[(False, mesh._raw is _ANY)] if self._raw else _convert_one
+        return _stream_futures(rx, mesh._shape().size, convert, (mesh, self))
+
     def __call__(self, *args, **kwargs):
         raise TypeError(
             f"endpoint {self._name!r} cannot be called directly; use "
@@ -1031,6 +1116,74 @@ class EndpointRef:
 
     def __repr__(self):
         return f"<endpoint {self._name!r} of {self._mesh!r}>"
+
+
+def _stream_futures(rx, n, convert, ctx):
+    for _ in range(n):
+        f = rx.recv()
+        f._convert = convert
+        f._ctx = _ports._Ctx(ctx, rx)
+        yield f
+
+
+def send(endpoint, args=(), kwargs=None, port=None, selection="all") -> None:
+    """Send a message to ``endpoint`` (``mesh.method``) of every actor
+    (``selection="all"``) or of one chosen by the runtime
+    (``selection="choose"``). With ``port`` (a ``Port``, e.g. from
+    ``Channel.open()``), each actor's reply goes to that port; without,
+    nobody replies."""
+    if not isinstance(endpoint, EndpointRef):
+        raise TypeError(f"send() needs an endpoint of an actor mesh (mesh.method), not {endpoint!r}")
+    if selection not in ("all", "choose"):
+        raise ValueError(f"send(selection=...) must be 'all' or 'choose', not {selection!r}")
+    kwargs = dict(kwargs or {})
+    args = tuple(args)
+    mesh = endpoint._mesh
+    if port is None:
+        if selection == "all":
+            mesh._send(endpoint, args, kwargs, CALL_BROADCAST)
+        else:
+            mesh._send(endpoint, args, kwargs, CALL_CHOOSE)
+        return
+    if not isinstance(port, Port):
+        raise TypeError(f"send(port=...) takes a Port, not {type(port).__name__}")
+    if port._ref is None:
+        return send(endpoint, args, kwargs, None, selection)
+    mesh._check_live()
+    arr, n, keep = mesh._parts(endpoint, args, kwargs)
+    mode = CALL_ALL if selection == "all" else CALL_CHOOSE
+    st = lib.monarch_actor_mesh_send(mesh._h, endpoint._cname, arr, n, port._ref, len(port._ref), mode)
+    del keep
+    if st:
+        raise error_for(st, f"cannot send to {mesh._class_name}.{endpoint._name}")
+
+
+class Accumulator:
+    """``Accumulator(mesh.method, identity, combine).accumulate(*args)``:
+    call every actor and fold the replies, ``combine(acc, value)`` from
+    ``identity``, left to right in rank order (``identity`` for an empty
+    mesh). The fold runs in the caller when the replies are in (a Python
+    ``combine`` is not run inside the multicast tree)."""
+
+    def __init__(self, endpoint, identity, combine):
+        if not isinstance(endpoint, EndpointRef):
+            raise TypeError(f"Accumulator needs an endpoint of an actor mesh (mesh.method), not {endpoint!r}")
+        self._endpoint = endpoint
+        self._identity = identity
+        self._combine = combine
+
+    def accumulate(self, *args, **kwargs) -> Future:
+        fut = self._endpoint.call(*args, **kwargs)
+        inner, identity, combine = fut._convert, self._identity, self._combine
+
+        def convert(vm, ctx):
+            acc = identity
+            for v in inner(vm, ctx).values():
+                acc = combine(acc, v)
+            return acc
+
+        fut._convert = convert
+        return fut
 
 
 def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name, raw=frozenset()):
@@ -1109,6 +1262,22 @@ class ActorMesh(_MeshTrait):
                 raise SupervisionError(
                     f"actor mesh {self._name!r} cannot be used: its {st.what} was stopped"
                 )
+
+    def _parts(self, ep: EndpointRef, args, kwargs):
+        """``(monarch_bytes[], n, keep)`` of a call's arguments."""
+        if ep._raw:
+            what = f"{self._class_name}.{ep._name}"
+            if kwargs:
+                raise TypeError(f"raw endpoint {what} takes no keyword arguments")
+            return _raw_parts(args, f"raw endpoint {what}")
+        try:
+            parts = _serial.dumps_call(args, kwargs)
+        except Exception as e:
+            raise TypeError(
+                f"cannot send the arguments of {self._class_name}.{ep._name}: {type(e).__name__}: {e}"
+            ) from e
+        arr, keep = _serial.to_c_parts(parts)
+        return arr, len(parts), keep
 
     def _send(self, ep: EndpointRef, args, kwargs, mode):
         for st in self._states:
@@ -1257,6 +1426,7 @@ class ProcMesh(_MeshTrait):
             raise TypeError(f"spawn() needs a subclass of monarch.actor.Actor, not {cls!r}")
         if not isinstance(name, str) or not name:
             raise ValueError("spawn() needs a non-empty mesh name")
+        _check_endpoint_kinds(cls)
         self._check_live()
         try:
             parts = _serial.dumps((cls, args, kwargs))

@@ -3,7 +3,16 @@
 import threading
 import time
 
-from monarch.actor import Actor, context, current_rank, current_size, endpoint
+from monarch.actor import (
+    Actor,
+    Port,
+    concurrent_endpoint,
+    context,
+    current_rank,
+    current_size,
+    endpoint,
+    send,
+)
 
 
 class Counter(Actor):
@@ -61,10 +70,6 @@ class Counter(Actor):
     @endpoint
     def lock(self):
         return threading.Lock()
-
-    @endpoint(propagate="all")
-    async def aecho(self, x):
-        return x
 
     def not_an_endpoint(self):
         return 1
@@ -178,3 +183,109 @@ class RawActor(Actor):
     @endpoint
     def pickled_total(self):
         return self.total
+
+
+class AsyncEcho(Actor):
+    """async endpoints: one message at a time, or interleaving."""
+
+    def __init__(self):
+        self.log = []
+        self.active = 0
+        self.max_active = 0
+
+    @endpoint(propagate="all")
+    async def aecho(self, x):
+        return x
+
+    @endpoint
+    async def slow(self, tag, seconds):
+        import asyncio
+
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        self.log.append(("start", tag))
+        await asyncio.sleep(seconds)
+        self.log.append(("end", tag))
+        self.active -= 1
+        return tag
+
+    @concurrent_endpoint
+    async def cslow(self, tag, seconds):
+        import asyncio
+
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        await asyncio.sleep(seconds)
+        self.active -= 1
+        return (tag, current_rank().rank)
+
+    @endpoint
+    async def stats(self):
+        return self.max_active, self.log
+
+    @endpoint
+    async def reset(self):
+        self.max_active = 0
+        self.log = []
+
+
+class Mixed(Actor):
+    @endpoint
+    def a(self):
+        return 1
+
+    @endpoint
+    async def b(self):
+        return 2
+
+
+class Ports(Actor):
+    """explicit_response_port endpoints and ordering probes."""
+
+    def __init__(self):
+        self.seen = []
+        self.held = []
+
+    @endpoint(explicit_response_port=True)
+    def later(self, port: Port, x):
+        # Answer from another thread, after the endpoint returned.
+        t = threading.Timer(0.05, port.send, args=(x * 10 + current_rank().rank,))
+        t.start()
+
+    @endpoint(explicit_response_port=True)
+    def hold(self, port: Port):
+        self.held.append(port)
+
+    @endpoint
+    def release(self, value):
+        held, self.held = self.held, []
+        for p in held:
+            p.send(value)
+        return len(held)
+
+    @endpoint(explicit_response_port=True)
+    def fail(self, port: Port):
+        port.exception(ValueError("told to fail"))
+
+    @endpoint(explicit_response_port=True)
+    def delegate(self, port: Port, other):
+        # Hand the reply port to another actor, which answers it.
+        send(other.answer, (current_rank().rank,), {}, port=port, selection="choose")
+
+    @endpoint
+    def answer(self, who):
+        return ("answered-for", who)
+
+    @endpoint
+    def record(self, i):
+        self.seen.append(i)
+        return i
+
+    @endpoint
+    def seen_list(self):
+        return list(self.seen)
+
+    @endpoint
+    def rank_after(self, seconds):
+        time.sleep(seconds * current_rank().rank)
+        return current_rank().rank

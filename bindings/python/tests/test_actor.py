@@ -187,12 +187,15 @@ def test_future_timeout(procs):
 
 
 def test_await(procs):
+    from actors import AsyncEcho
+
     c = procs.spawn("c", Counter, 0)
+    e = procs.spawn("e", AsyncEcho)
 
     async def main():
         a = await c.slice(gpus=0).incr.call_one(2)
         vm = await c.incr.call(1)
-        both = await asyncio.gather(c.slice(gpus=1).aecho.call_one("x"), c.slice(gpus=2).sleep.call_one(0.05))
+        both = await asyncio.gather(e.slice(gpus=1).aecho.call_one("x"), c.slice(gpus=2).sleep.call_one(0.05))
         return a, list(vm.values()), both
 
     assert asyncio.run(main()) == (2, [3, 1, 1, 1], ["x", 0.05])
