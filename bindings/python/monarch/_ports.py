@@ -88,7 +88,8 @@ class PortReceiver:
 
         out = ffi.new("monarch_future **")
         check(lib.monarch_port_receiver_recv(self._h, out))
-        return Future(ffi.gc(out[0], lib.monarch_future_free), _convert_one, _Ctx((lambda: _EMPTY_SHAPE, self._what), self))
+        ctx = _Ctx((lambda: _EMPTY_SHAPE, self._what), self)
+        return Future(ffi.gc(out[0], lib.monarch_future_free), _convert_one, ctx)
 
     def _port(self) -> Port:
         out = ffi.new("uint8_t **")

@@ -31,7 +31,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 
-from . import _serial
+from . import _ports, _serial
 from ._lib import (
     ERR_TIMEOUT,
     ActorError,
@@ -44,7 +44,6 @@ from ._lib import (
     runtime,
     take_buffer,
 )
-from . import _ports
 from ._ports import Channel, Port, PortReceiver
 
 __all__ = [
