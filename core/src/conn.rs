@@ -11,7 +11,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::frame::{
@@ -85,6 +85,7 @@ impl Conn {
                 buf: buffered,
                 pos: 0,
                 pending: None,
+                last_shape: None,
             }),
             closed: AtomicBool::new(false),
         })
@@ -256,6 +257,9 @@ pub(crate) struct FrameReader {
     buf: Vec<u8>,
     pos: usize,
     pending: Option<Pending>,
+    /// The last nested shape decoded on this connection (see
+    /// `Envelope::decode_cached`).
+    last_shape: Option<Arc<[u8]>>,
 }
 
 impl FrameReader {
@@ -323,7 +327,7 @@ impl FrameReader {
                 if avail.len() < 4 + hlen {
                     return Ok(frames);
                 }
-                let envelope = Envelope::decode(&avail[4..4 + hlen])?;
+                let envelope = Envelope::decode_cached(&avail[4..4 + hlen], &mut self.last_shape)?;
                 self.pos += 4 + hlen;
                 if envelope.part_sizes.len() > MAX_PARTS
                     || envelope

@@ -335,9 +335,8 @@ impl ActorMesh {
         self.rt.check_running()?;
         let shape = &self.r.shape;
         let dests: Vec<&String> = shape.base_ranks().map(|r| &self.r.procs[r]).collect();
-        env.sender = self.rt.addr().to_string();
+        // The sender and part sizes are filled in when the frame is encoded.
         env.shape = Some(self.shape_bytes.clone());
-        env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
         let (port, fut) = match replies {
             Replies::Gather => {
                 let (port, fut) = self

@@ -60,6 +60,18 @@ impl Envelope {
 
     /// Encode into `fbb` (which is reset first) and return the bytes.
     pub fn encode<'a>(&self, fbb: &'a mut FlatBufferBuilder<'static>) -> &'a [u8] {
+        self.encode_for(fbb, None, None)
+    }
+
+    /// `encode`, with `sender` (when given and ours is empty) and the part
+    /// sizes of `parts` (when given) in place of the envelope's own, so the
+    /// send path need not clone the envelope to fill them in.
+    pub fn encode_for<'a>(
+        &self,
+        fbb: &'a mut FlatBufferBuilder<'static>,
+        sender: Option<&str>,
+        parts: Option<&[&[u8]]>,
+    ) -> &'a [u8] {
         fbb.reset();
         let opt_str = |fbb: &mut FlatBufferBuilder<'static>, s: &str| {
             if s.is_empty() {
@@ -68,17 +80,23 @@ impl Envelope {
                 Some(fbb.create_string(s))
             }
         };
-        let sender = opt_str(fbb, &self.sender);
+        let sender = match sender {
+            // A reply's sender is never read (the port id says what it
+            // answers): leave it out rather than encode and verify it.
+            Some(s) if self.sender.is_empty() && self.kind != Kind::Reply => opt_str(fbb, s),
+            _ => opt_str(fbb, &self.sender),
+        };
         let token = opt_str(fbb, &self.token);
         let actor = opt_str(fbb, &self.actor);
         let method = opt_str(fbb, &self.method);
         let type_name = opt_str(fbb, &self.type_name);
         let error = opt_str(fbb, &self.error);
         let shape = self.shape.as_ref().map(|s| fbb.create_vector(s));
-        let part_sizes = if self.part_sizes.is_empty() {
-            None
-        } else {
-            Some(fbb.create_vector(&self.part_sizes))
+        let part_sizes = match parts {
+            Some([]) => None,
+            Some(parts) => Some(fbb.create_vector_from_iter(parts.iter().map(|p| p.len() as u64))),
+            None if self.part_sizes.is_empty() => None,
+            None => Some(fbb.create_vector(&self.part_sizes)),
         };
         let root = fb::Envelope::create(
             fbb,
@@ -104,14 +122,30 @@ impl Envelope {
 
     /// Verify and decode a header.
     pub fn decode(buf: &[u8]) -> Result<Envelope, DecodeError> {
+        Envelope::decode_cached(buf, &mut None)
+    }
+
+    /// `decode`, reusing `last_shape` when the nested shape is byte-equal to
+    /// it (a stream of calls to one mesh repeats the same shape, and this
+    /// saves verifying and copying it per message); updates `last_shape`.
+    pub fn decode_cached(
+        buf: &[u8],
+        last_shape: &mut Option<Arc<[u8]>>,
+    ) -> Result<Envelope, DecodeError> {
         let e = fb::root_as_envelope(buf).map_err(|e| bad("envelope", e))?;
         let s = |v: Option<&str>| v.unwrap_or_default().to_string();
         let shape = match e.shape() {
-            Some(v) => {
-                // Verify the nested shape now, so later readers can trust it.
-                flatbuffers::root::<fb::Shape>(v.bytes()).map_err(|e| bad("shape", e))?;
-                Some(Arc::from(v.bytes()))
-            }
+            Some(v) => match last_shape {
+                // Verified when it was cached.
+                Some(last) if **last == *v.bytes() => Some(last.clone()),
+                _ => {
+                    // Verify the nested shape now, so later readers can trust it.
+                    flatbuffers::root::<fb::Shape>(v.bytes()).map_err(|e| bad("shape", e))?;
+                    let shape: Arc<[u8]> = Arc::from(v.bytes());
+                    *last_shape = Some(shape.clone());
+                    Some(shape)
+                }
+            },
             None => None,
         };
         Ok(Envelope {
@@ -268,6 +302,31 @@ mod tests {
         assert_eq!((d.reply_port, d.reply_slot, d.message_rank), (7, 3, 3));
         assert_eq!(d.part_sizes, vec![5, 0, 9]);
         assert_eq!(decode_shape(d.shape.as_ref().unwrap()).unwrap(), shape);
+    }
+
+    #[test]
+    fn repeated_shape_is_shared_and_a_new_one_still_verified() {
+        let mut fbb = FlatBufferBuilder::new();
+        let with_shape = |fbb: &mut FlatBufferBuilder<'static>, shape: Vec<u8>| {
+            let mut e = Envelope::new(Kind::Message);
+            e.shape = Some(shape.into());
+            e.encode(fbb).to_vec()
+        };
+        let a = encode_shape(&Shape::new(&[("gpus", 4)]).unwrap());
+        let b = encode_shape(&Shape::new(&[("hosts", 2)]).unwrap());
+        let mut cache = None;
+        let d1 = Envelope::decode_cached(&with_shape(&mut fbb, a.clone()), &mut cache).unwrap();
+        let d2 = Envelope::decode_cached(&with_shape(&mut fbb, a.clone()), &mut cache).unwrap();
+        assert!(Arc::ptr_eq(
+            d1.shape.as_ref().unwrap(),
+            d2.shape.as_ref().unwrap()
+        ));
+        let d3 = Envelope::decode_cached(&with_shape(&mut fbb, b.clone()), &mut cache).unwrap();
+        assert_eq!(&**d3.shape.as_ref().unwrap(), &b[..]);
+        // A malformed nested shape is refused even right after a good one.
+        let bad_bytes = vec![0xffu8; 12];
+        assert!(Envelope::decode_cached(&with_shape(&mut fbb, bad_bytes), &mut cache).is_err());
+        assert_eq!(&**cache.as_ref().unwrap(), &b[..]);
     }
 
     #[test]

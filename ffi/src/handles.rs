@@ -16,12 +16,13 @@ pub struct HeldValueMesh {
     pub errors: Vec<Option<CString>>,
 }
 
-/// An event plus NUL-terminated copies of its names that C borrows.
+/// An event plus NUL-terminated copies of its names that C borrows
+/// (None for an empty name).
 pub struct HeldEvent {
     pub event: Mutex<Event>,
-    pub actor: CString,
-    pub method: CString,
-    pub type_name: CString,
+    pub actor: Option<CString>,
+    pub method: Option<CString>,
+    pub type_name: Option<CString>,
 }
 
 #[derive(Clone)]

@@ -275,7 +275,14 @@ pub unsafe extern "C" fn monarch_runtime_next_event(
         let r = typed!(rt, Runtime, "runtime");
         let out = out_ptr(out, "out")?;
         let ev = r.next_event(timeout(timeout_ms))?;
-        let cstr = |s: &str| std::ffi::CString::new(s.replace('\0', "")).unwrap_or_default();
+        // Empty names (most events have no type name) need no allocation.
+        let cstr = |s: &str| {
+            (!s.is_empty()).then(|| {
+                std::ffi::CString::new(s).unwrap_or_else(|_| {
+                    std::ffi::CString::new(s.replace('\0', "")).unwrap_or_default()
+                })
+            })
+        };
         let held = HeldEvent {
             actor: cstr(&ev.actor),
             method: cstr(&ev.method),
@@ -952,14 +959,15 @@ pub unsafe extern "C" fn monarch_event_info(
         let e = typed!(ev, Event, "event");
         let kind = e.event.lock().unwrap_or_else(|p| p.into_inner()).kind as u32;
         *out_ptr(out_kind, "out_kind")? = kind;
+        let ptr = |s: &Option<std::ffi::CString>| s.as_deref().unwrap_or(c"").as_ptr();
         if !out_actor.is_null() {
-            *out_actor = e.actor.as_ptr();
+            *out_actor = ptr(&e.actor);
         }
         if !out_method.is_null() {
-            *out_method = e.method.as_ptr();
+            *out_method = ptr(&e.method);
         }
         if !out_type_name.is_null() {
-            *out_type_name = e.type_name.as_ptr();
+            *out_type_name = ptr(&e.type_name);
         }
         Ok(())
     })
