@@ -66,6 +66,9 @@ typedef struct monarch_event monarch_event;
 // A pending result; complete it by waiting, polling or watching the fd.
 typedef struct monarch_future monarch_future;
 
+// An n-d array of hosts, each running a host agent (dimension `hosts`).
+typedef struct monarch_host_mesh monarch_host_mesh;
+
 // The receiving end of a port of this process (a channel, or the replies
 // of `monarch_actor_mesh_stream`).
 typedef struct monarch_port_receiver monarch_port_receiver;
@@ -507,6 +510,80 @@ monarch_status monarch_actor_mesh_stream(struct monarch_actor_mesh *am,
                                          const struct monarch_bytes *parts_in,
                                          size_t nparts,
                                          struct monarch_port_receiver **out);
+
+// Attach the running host agents at `addrs[0..n]` ("IP:PORT" as printed
+// by `monarch host` after MONARCH_HOST_READY, or "tcp:IP:PORT"): connect
+// to each, authenticate both ways with the job secret (this process's
+// MONARCH_JOB_TOKEN, which must be set before the runtime was created and
+// equal the agents' secret), and check it answers. Writes a host mesh of
+// one dimension `hosts` (size n) to `*out`. Blocks until every agent has
+// answered (or MONARCH_AGENT_TIMEOUT_S, default 60 s, passed).
+monarch_status monarch_host_mesh_attach(struct monarch_runtime *rt,
+                                        const char *const *addrs,
+                                        size_t n,
+                                        struct monarch_host_mesh **out);
+
+// Start procs on every host of the mesh (or slice): per host, a block of
+// `ndim` dimensions named `labels[i]` of size `sizes[i]`, each proc
+// running `argv[0..argc]` with `env[0..nenv]` ("NAME=value"; may be NULL
+// when `nenv` is 0) added to the agent's environment plus the bootstrap
+// variables. Writes a proc mesh whose dimensions are the host mesh's
+// followed by `labels` (e.g. {hosts: 3, gpus: 2}). Returns once every
+// agent has started its procs; messages to a proc wait until it is ready.
+// The argv must be valid on the agents' hosts.
+monarch_status monarch_host_mesh_spawn_procs(struct monarch_host_mesh *hm,
+                                             const char *const *labels,
+                                             const size_t *sizes,
+                                             size_t ndim,
+                                             const char *const *argv,
+                                             size_t argc,
+                                             const char *const *env,
+                                             size_t nenv,
+                                             struct monarch_proc_mesh **out);
+
+// Write the host mesh's Shape (a `monarch.schema.Shape` flatbuffer) to
+// `*out`/`*out_len`; free it with `monarch_buffer_free`.
+monarch_status monarch_host_mesh_shape(struct monarch_host_mesh *hm,
+                                       uint8_t **out,
+                                       size_t *out_len);
+
+// Write a new handle for the slice that fixes dimension `label` at
+// `index` (the dimension is removed). The slice shares the agents.
+monarch_status monarch_host_mesh_slice_index(struct monarch_host_mesh *hm,
+                                             const char *label,
+                                             size_t index,
+                                             struct monarch_host_mesh **out);
+
+// Write a new handle for the slice that keeps dimension `label` narrowed
+// to `start..stop` by `step` (> 0), as `monarch_proc_mesh_slice_range`.
+monarch_status monarch_host_mesh_slice_range(struct monarch_host_mesh *hm,
+                                             const char *label,
+                                             int64_t start,
+                                             int64_t stop,
+                                             int64_t step,
+                                             struct monarch_host_mesh **out);
+
+// Free a host mesh handle. The agents and procs started through it keep
+// running (stop procs with `monarch_proc_mesh_stop`).
+monarch_status monarch_host_mesh_free(struct monarch_host_mesh *hm);
+
+// Streaming of remote procs' stdout/stderr to this process: print each
+// line with a `[rank N]` prefix when `stream_to_client` is true (the
+// default), dropping them otherwise; with `aggregate_window_ms` > 0,
+// identical lines arriving within that window are printed once as
+// `[K similar lines] text`. Applies to the whole process.
+monarch_status monarch_runtime_logging_option(struct monarch_runtime *rt,
+                                              bool stream_to_client,
+                                              uint64_t aggregate_window_ms);
+
+// Write a copy of the job secret this runtime authenticates peers with
+// (MONARCH_JOB_TOKEN when it was set at creation, else a fresh random
+// one) to `*out`/`*out_len`; free it with `monarch_buffer_free`. An
+// allocator starting host agents passes it to them (environment or a
+// file only the user can read), never on a command line.
+monarch_status monarch_runtime_job_token(struct monarch_runtime *rt,
+                                         uint8_t **out,
+                                         size_t *out_len);
 
 #ifdef __cplusplus
 }  // extern "C"

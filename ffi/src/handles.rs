@@ -5,7 +5,9 @@
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
-use monarch_core::{ActorMesh, Event, Future, PortReceiver, ProcMesh, Runtime, ValueMesh};
+use monarch_core::{
+    ActorMesh, Event, Future, HostMesh, PortReceiver, ProcMesh, Runtime, ValueMesh,
+};
 
 use crate::status::{Fail, MONARCH_ERR_INVALID_HANDLE};
 
@@ -29,6 +31,7 @@ pub struct HeldEvent {
 pub enum Object {
     Runtime(Runtime),
     ProcMesh(ProcMesh),
+    HostMesh(HostMesh),
     ActorMesh(ActorMesh),
     Future(Future),
     ValueMesh(Arc<HeldValueMesh>),
@@ -41,6 +44,7 @@ impl Object {
         match self {
             Object::Runtime(_) => "runtime",
             Object::ProcMesh(_) => "proc mesh",
+            Object::HostMesh(_) => "host mesh",
             Object::ActorMesh(_) => "actor mesh",
             Object::Future(_) => "future",
             Object::ValueMesh(_) => "value mesh",

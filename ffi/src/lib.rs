@@ -9,6 +9,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod handles;
+mod hosts;
 mod status;
 
 use std::ffi::{c_char, c_int};
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use handles::{insert, remove, HeldEvent, HeldValueMesh, Object};
+pub use hosts::*;
 use monarch_core::{
     ActorMesh, CallMode, Error, MeshView, PointValue, PortRef, ProcMesh, Runtime, Shape,
 };

@@ -533,6 +533,38 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
                  MONARCH_ERR_INVALID_HANDLE, "actor mesh");
     CHECK_STATUS(monarch_future_wait((monarch_future *)rt, 0), MONARCH_ERR_INVALID_HANDLE,
                  "runtime");
+    /* Host meshes: bad handles and arguments. */
+    monarch_host_mesh *hm = NULL;
+    monarch_proc_mesh *hpm = NULL;
+    CHECK_STATUS(monarch_host_mesh_free(NULL), MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_host_mesh_free((monarch_host_mesh *)pm), MONARCH_ERR_INVALID_HANDLE,
+                 "proc mesh");
+    CHECK_STATUS(monarch_host_mesh_shape((monarch_host_mesh *)am, &buf, &len),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+    CHECK_STATUS(monarch_host_mesh_slice_index(NULL, "hosts", 0, &hm),
+                 MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_host_mesh_slice_range((monarch_host_mesh *)rt, "hosts", 0, 1, 1, &hm),
+                 MONARCH_ERR_INVALID_HANDLE, "runtime");
+    CHECK_STATUS(monarch_host_mesh_spawn_procs((monarch_host_mesh *)pm, NULL, NULL, 0, NULL, 0,
+                                               NULL, 0, &hpm),
+                 MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+    CHECK_STATUS(monarch_host_mesh_attach((monarch_runtime *)pm, NULL, 0, &hm),
+                 MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+    CHECK_STATUS(monarch_host_mesh_attach(rt, NULL, 0, &hm), MONARCH_ERR_INVALID_ARGUMENT,
+                 "at least one host");
+    const char *bad_addr[] = {"not an address"};
+    CHECK_STATUS(monarch_host_mesh_attach(rt, bad_addr, 1, &hm), MONARCH_ERR_INVALID_ARGUMENT,
+                 "address");
+    CHECK_STATUS(monarch_host_mesh_attach(rt, bad_addr, 1, NULL), MONARCH_ERR_INVALID_ARGUMENT,
+                 "out");
+    CHECK_STATUS(monarch_runtime_logging_option((monarch_runtime *)pm, true, 0),
+                 MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+    CHECK_STATUS(monarch_runtime_job_token((monarch_runtime *)pm, &buf, &len),
+                 MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+    CHECK_STATUS(monarch_runtime_job_token(rt, NULL, &len), MONARCH_ERR_INVALID_ARGUMENT, "out");
+    CHECK_OK(monarch_runtime_job_token(rt, &buf, &len));
+    CHECK(buf && len >= 16, "job token is too short: %zu", len);
+    monarch_buffer_free(buf, len);
     /* The wrongly-typed free did not free the proc mesh. */
     CHECK_OK(monarch_proc_mesh_shape(pm, &buf, &len));
     CHECK(buf && len > 0, "proc mesh shape is empty");

@@ -1516,20 +1516,85 @@ class ProcMesh(_MeshTrait):
         self._states[0].stopped = True
         return Future(_gc(out[0], _future_free), _convert_none)
 
+    def logging_option(self, stream_to_client: bool = True, aggregate_window_sec: float | None = None):
+        """How output of procs on other hosts reaches this process: each
+        stdout/stderr line is printed here with a ``[rank N]`` prefix when
+        ``stream_to_client`` (the default); with ``aggregate_window_sec``,
+        identical lines arriving within that window are printed once as
+        ``[K similar lines] text``. Applies to the whole controller
+        process. (Local procs write to the controller's stdout/stderr
+        directly.)"""
+        ms = 0 if not aggregate_window_sec else max(1, int(aggregate_window_sec * 1000))
+        check(lib.monarch_runtime_logging_option(runtime(), bool(stream_to_client), ms))
+
     def __repr__(self):
         return f"<ProcMesh {self._shape()}>"
 
 
+def _hm_free(h):
+    lib.monarch_host_mesh_free(h)
+
+
 class HostMesh:
     """A set of hosts. ``this_host()`` is the controller's machine, a host
-    mesh with no dimensions."""
+    mesh with no dimensions. ``monarch.job.HostListJob`` (or
+    ``HostMesh.attach``) gives a mesh of hosts running ``monarch host``
+    agents, with one dimension ``hosts``; ``slice(hosts=...)`` narrows it."""
 
     def __init__(self):
         self._extent = {}
+        self._h = None
+
+    @classmethod
+    def attach(cls, addrs) -> HostMesh:
+        """Attach the running host agents at ``addrs`` (``"IP:PORT"`` as
+        printed by ``monarch host``): authenticated with the job secret
+        (``MONARCH_JOB_TOKEN``, which must be set before the first runtime
+        use and equal the agents'). A mesh with dimension ``hosts``."""
+        addrs = [str(a) for a in addrs]
+        if not addrs:
+            raise ValueError("HostMesh.attach() needs at least one host address")
+        c_addrs, keep = _c_strings(addrs)
+        out = _new("monarch_host_mesh **")
+        st = lib.monarch_host_mesh_attach(runtime(), c_addrs, len(addrs), out)
+        del keep
+        if st:
+            raise error_for(st, "cannot attach hosts")
+        return cls._wrap(_gc(out[0], _hm_free))
+
+    @classmethod
+    def _wrap(cls, handle) -> HostMesh:
+        self = object.__new__(cls)
+        self._h = handle
+        shape = _owned_shape(lib.monarch_host_mesh_shape, handle)
+        self._extent = dict(zip(shape.labels, shape.sizes))
+        return self
 
     @property
     def extent(self) -> dict:
         return dict(self._extent)
+
+    def slice(self, **dims) -> HostMesh:
+        """The hosts at ``dims`` (an int fixes a dimension and removes it;
+        a ``slice`` narrows it), e.g. ``hosts.slice(hosts=slice(0, 2))``."""
+        if self._h is None:
+            raise ValueError("this_host() has no dimensions to slice")
+        h = self._h
+        for label, sel in dims.items():
+            out = _new("monarch_host_mesh **")
+            if isinstance(sel, slice):
+                start = 0 if sel.start is None else sel.start
+                stop = lib.MONARCH_SLICE_END if sel.stop is None else sel.stop
+                step = 1 if sel.step is None else sel.step
+                st = lib.monarch_host_mesh_slice_range(h, label.encode(), start, stop, step, out)
+            elif isinstance(sel, int) and not isinstance(sel, bool) and sel >= 0:
+                st = lib.monarch_host_mesh_slice_index(h, label.encode(), sel, out)
+            else:
+                raise TypeError(f"slice({label}=...) takes a non-negative int or a slice, not {sel!r}")
+            if st:
+                raise error_for(st, f"cannot slice host mesh at {label}={sel!r}")
+            h = _gc(out[0], _hm_free)
+        return HostMesh._wrap(h)
 
     def spawn_procs(
         self, per_host: dict | None = None, bootstrap=None, name: str | None = None, plugins=None
@@ -1554,7 +1619,7 @@ class HostMesh:
                 if not os.path.exists(p):
                     raise FileNotFoundError(f"plugin library {os.fsdecode(p)!r} does not exist")
                 bootstrap += ["--plugin", os.path.abspath(p)]
-        dims = {**self._extent, **per_host}
+        dims = dict(per_host) if self._h is not None else {**self._extent, **per_host}
         labels = [_new("char[]", k.encode()) for k in dims]
         for k, v in dims.items():
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -1568,8 +1633,17 @@ class HostMesh:
         # Workers import user modules (and a source-tree monarch) the way
         # this process does.
         env = [_new("char[]", b"PYTHONPATH=" + os.fsencode(_child_pythonpath()))]
+        if self._h is not None:
+            # Remote procs' output is piped to their agent and streamed
+            # here line by line: keep Python from block-buffering it.
+            env.append(_new("char[]", b"PYTHONUNBUFFERED=1"))
         c_env = _new("char *[]", env)
-        st = lib.monarch_proc_mesh_spawn(runtime(), c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, 1, out)
+        if self._h is not None:
+            st = lib.monarch_host_mesh_spawn_procs(
+                self._h, c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, len(env), out
+            )
+        else:
+            st = lib.monarch_proc_mesh_spawn(runtime(), c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, 1, out)
         if st:
             raise error_for(st, "cannot spawn procs")
         return ProcMesh._wrap(_gc(out[0], _pm_free), (_StopState("proc mesh"),))

@@ -289,3 +289,18 @@ class Ports(Actor):
     def rank_after(self, seconds):
         time.sleep(seconds * current_rank().rank)
         return current_rank().rank
+
+
+class HostProbe(Actor):
+    """For test_hosts.py: where a proc runs, and output to stream back."""
+
+    @endpoint
+    def whoami(self):
+        import os
+
+        return (current_rank().rank, os.getpid(), os.environ.get("MONARCH_PROC_ADDR", ""))
+
+    @endpoint
+    def say(self, text):
+        print(text)
+        return current_rank().rank

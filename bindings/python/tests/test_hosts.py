@@ -1,0 +1,116 @@
+"""Host meshes from Python: two real `monarch host` agents on 127.0.0.1,
+attached with monarch.job.HostListJob; procs across them, slicing, logs
+streamed back with rank prefixes and aggregation, host loss."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from actors import HostProbe
+
+from monarch.actor import ActorError, HostMesh, monarch_binary
+from monarch.job import HostListJob, job_secret
+
+
+class Agent:
+    def __init__(self, secret):
+        self.p = subprocess.Popen(
+            [monarch_binary(), "host", "--listen", "127.0.0.1:0"],
+            env={**os.environ, "MONARCH_JOB_TOKEN": secret},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.p.stdout.readline()
+        assert line.startswith("MONARCH_HOST_READY "), line
+        self.addr = line.split()[1]
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            return self.p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            return self.p.wait()
+
+
+@pytest.fixture
+def agents():
+    secret = job_secret()
+    made = [Agent(secret), Agent(secret)]
+    yield made
+    for a in made:
+        a.stop()
+
+
+def test_host_list_job_spawns_across_agents_and_slices(agents):
+    hosts = HostListJob([a.addr for a in agents]).host_mesh()
+    assert hosts.extent == {"hosts": 2}
+    pm = hosts.spawn_procs(per_host={"gpus": 2})
+    assert pm.extent == {"hosts": 2, "gpus": 2}
+    am = pm.spawn("probe", HostProbe)
+    got = am.whoami.call().get(timeout=60)
+    ranks = [v[0] for _, v in got.items()]
+    assert ranks == [0, 1, 2, 3]
+    assert all(v[2].startswith("tcp:127.0.0.1:") for _, v in got.items())
+    assert len({v[1] for _, v in got.items()}) == 4
+    pids = [v[1] for _, v in got.items()]
+    assert [v[1] for _, v in am.slice(hosts=1).whoami.call().get(timeout=60).items()] == pids[2:]
+    # A sliced host mesh spawns on its hosts only.
+    one = hosts.slice(hosts=0)
+    assert one.extent == {}
+    pm1 = one.spawn_procs(per_host={"gpus": 1})
+    assert pm1.extent == {"gpus": 1}
+    pm1.stop().get(timeout=60)
+    pm.stop().get(timeout=60)
+
+
+def test_monarch_hosts_env(agents, monkeypatch):
+    monkeypatch.setenv("MONARCH_HOSTS", ",".join(a.addr for a in agents))
+    assert HostListJob().host_mesh().extent == {"hosts": 2}
+    monkeypatch.delenv("MONARCH_HOSTS")
+    with pytest.raises(ValueError):
+        HostListJob()
+
+
+def test_logs_come_back_with_rank_prefix_and_aggregate(agents, capfd):
+    hosts = HostMesh.attach([a.addr for a in agents])
+    pm = hosts.spawn_procs(per_host={"gpus": 2})
+    try:
+        am = pm.spawn("probe", HostProbe)
+        pm.logging_option(stream_to_client=True, aggregate_window_sec=None)
+        am.slice(hosts=1, gpus=0).say.call_one("only-rank-two").get(timeout=60)
+        deadline = time.time() + 30
+        out = ""
+        while "only-rank-two" not in out and time.time() < deadline:
+            time.sleep(0.05)
+            out += capfd.readouterr().out
+        assert "[rank 2] only-rank-two" in out, out
+        pm.logging_option(stream_to_client=True, aggregate_window_sec=1.0)
+        am.say.call("same line everywhere").get(timeout=60)
+        deadline = time.time() + 30
+        out = ""
+        while "same line everywhere" not in out and time.time() < deadline:
+            time.sleep(0.05)
+            out += capfd.readouterr().out
+        assert "[4 similar lines] same line everywhere" in out, out
+    finally:
+        pm.logging_option(stream_to_client=True, aggregate_window_sec=None)
+        pm.stop().get(timeout=60)
+
+
+def test_losing_an_agent_fails_only_its_ranks(agents):
+    hosts = HostMesh.attach([a.addr for a in agents])
+    pm = hosts.spawn_procs(per_host={"gpus": 2})
+    am = pm.spawn("probe", HostProbe)
+    pids = [v[1] for _, v in am.whoami.call().get(timeout=60).items()]
+    agents[1].stop(signal.SIGKILL)
+    with pytest.raises(ActorError):
+        am.whoami.call().get(timeout=60)
+    ok = am.slice(hosts=0).whoami.call().get(timeout=60)
+    assert [v[1] for _, v in ok.items()] == pids[:2]
+    with pytest.raises(ActorError):
+        am.slice(hosts=1).whoami.call().get(timeout=60)
+    pm.slice(hosts=0).stop().get(timeout=60)
