@@ -16,8 +16,8 @@ import subprocess
 import time
 
 import pytest
-
 from actors import HostProbe
+
 from monarch.actor import ActorError, monarch_binary
 from monarch.job import HostListJob, job_secret
 
