@@ -31,7 +31,7 @@ CARGO_PROFILE := --release
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 .PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean \
-	cpp test-cpp cpp-asan bench-cpp
+	cpp test-cpp cpp-asan bench-cpp bench-hosts
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
@@ -48,6 +48,7 @@ help:
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
 	@echo "make bench-cpp the C++ ping benchmark (benches/cpp_ping.cpp)"
+	@echo "make bench-hosts ping/broadcast: this host vs host agents over TCP (namespaced hosts need root)"
 	@echo "make clean     remove build outputs (cargo, Python build dirs)"
 	@echo "make distclean clean, and remove .venv"
 
@@ -83,6 +84,9 @@ demo: venv install
 
 bench: venv install
 	$(VPY) benches/run.py
+
+bench-hosts: venv build install
+	$(VPY) benches/hosts.py
 
 # ---------------------------------------------------------------- C++
 # The CMake package (bindings/cpp) installed into $(CPP_PREFIX); the tests
