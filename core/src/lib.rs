@@ -7,6 +7,7 @@
 //! - [`runtime`]: this process's proc: connections, routing, actors, ports
 //!   (its `io` submodule: how threads wait and read the sockets)
 //! - [`mesh`]: proc meshes and actor meshes
+//! - [`multicast`]: the tree a cast travels down
 //! - [`port`]: port references, stream ports and their receivers
 //! - [`value`]: gathered replies
 //! - [`transport`]: Unix and TCP sockets, addresses
@@ -23,6 +24,7 @@ pub mod geometry;
 pub mod host;
 pub mod logs;
 pub mod mesh;
+pub mod multicast;
 pub mod port;
 pub mod process;
 pub mod runtime;

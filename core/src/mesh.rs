@@ -1,13 +1,16 @@
 //! Proc meshes and actor meshes: views over base ranks, with the
 //! operations a controller (or any actor) performs on them.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
+use crate::multicast::{self, Node, FORWARD_ONLY};
 use crate::port::{PortReceiver, PortRef};
+use crate::runtime::cast::set_cast_fields;
 use crate::runtime::{Future, Runtime};
 use crate::value::{PointValue, ValueMesh};
 use crate::wire::{encode_shape, ActorMeshRef, Envelope, Kind};
@@ -302,7 +305,7 @@ impl ActorMesh {
         let mut env = Envelope::new(Kind::Message);
         env.actor = self.r.key.clone();
         env.method = method.to_string();
-        self.send_all(env, parts, Replies::Stream(rx.id()))?;
+        self.send_all(env, parts, Replies::Stream(&rx))?;
         Ok(rx)
     }
 
@@ -334,36 +337,86 @@ impl ActorMesh {
     ) -> Result<Option<Future>> {
         self.rt.check_running()?;
         let shape = &self.r.shape;
-        let dests: Vec<&String> = shape.base_ranks().map(|r| &self.r.procs[r]).collect();
+        let procs = &self.r.procs;
+        let bases: Vec<usize> = shape.base_ranks().collect();
         // The sender and part sizes are filled in when the frame is encoded.
         env.shape = Some(self.shape_bytes.clone());
+        // Every point a child of ours in the multicast tree: plain sends.
+        let k = multicast::fanout();
+        let direct = bases.iter().all(|&b| b < k);
+        let fill_own = matches!(replies, Replies::Gather | Replies::Stream(_));
+        let mut routes = (!direct).then(|| {
+            let members = bases.iter().enumerate().map(|(slot, &rank)| Node {
+                rank,
+                slot: slot as u64,
+            });
+            multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), fill_own)
+        });
+        let relays: HashMap<String, Vec<u64>> = routes
+            .as_mut()
+            .map(|r| {
+                r.relays
+                    .drain()
+                    .map(|(rank, slots)| (procs[rank].clone(), slots))
+                    .collect()
+            })
+            .unwrap_or_default();
         let (port, fut) = match replies {
             Replies::Gather => {
-                let (port, fut) = self
-                    .rt
-                    .open_gather(shape.clone(), dests.iter().map(|d| d.to_string()).collect());
+                let peers = bases.iter().map(|&b| procs[b].clone()).collect();
+                let (port, fut) = self.rt.open_gather(shape.clone(), peers, relays);
                 (port, Some(fut))
             }
             Replies::None => (0, None),
-            Replies::Stream(id) => (id, None),
+            Replies::Stream(rx) => {
+                rx.set_relays(relays);
+                (rx.id(), None)
+            }
             Replies::Port(p) => {
                 // Answers go to the port's proc, which may not be us.
-                env.sender = p.addr.clone();
+                env.reply_to = p.addr.clone();
                 (p.port, None)
             }
         };
-        let fill_own = matches!(replies, Replies::Gather | Replies::Stream(_));
         env.reply_port = port;
         let mut first_err = None;
-        for (slot, addr) in dests.iter().enumerate() {
-            env.message_rank = slot as u64;
-            env.reply_slot = slot as u64;
-            if let Err(e) = self.rt.send_batched(addr, &env, parts) {
-                if fill_own {
-                    self.rt
-                        .fill_slot(port, slot as u64, PointValue::error(e.message.clone()));
-                } else if first_err.is_none() {
-                    first_err = Some(e);
+        let mut failed = |slot: u64, e: Error| {
+            if fill_own {
+                self.rt
+                    .fill_slot(port, slot, PointValue::error(e.message.clone()));
+            } else if first_err.is_none() {
+                first_err = Some(e);
+            }
+        };
+        match routes {
+            None => {
+                for (slot, &b) in bases.iter().enumerate() {
+                    env.message_rank = slot as u64;
+                    env.reply_slot = slot as u64;
+                    if let Err(e) = self.rt.send_batched(&procs[b], &env, parts) {
+                        failed(slot as u64, e);
+                    }
+                }
+            }
+            Some(routes) => {
+                for m in &routes.lost {
+                    let why = format!("proc {} was lost", procs[m.rank]);
+                    failed(m.slot, Error::new(ErrorKind::ProcFailed, why));
+                }
+                let addr_of = |r: usize| procs[r].clone();
+                // Procs we started may still be starting: the forwarding
+                // procs can only connect to them once they listen.
+                for n in routes.hops.iter().flatten() {
+                    self.rt.wait_ready(&procs[n.rank]);
+                }
+                for hop in &routes.hops {
+                    let mut e = env.clone();
+                    set_cast_fields(&mut e, hop, &addr_of, k);
+                    if let Err(err) = self.rt.send_batched(&procs[hop[0].rank], &e, parts) {
+                        for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
+                            failed(m.slot, err.clone());
+                        }
+                    }
                 }
             }
         }
@@ -390,8 +443,8 @@ enum Replies<'a> {
     None,
     /// A new gather port of ours (the call's future).
     Gather,
-    /// Our stream port with this id.
-    Stream(u64),
+    /// Our stream port.
+    Stream(&'a PortReceiver),
     /// Someone's port.
     Port(&'a PortRef),
 }

@@ -14,7 +14,7 @@
 //! with an error, like a gather port does; a port opened by a user
 //! (`Channel.open()`) does not (anyone may hold its reference).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -67,6 +67,8 @@ pub(crate) struct StreamPort {
     once: bool,
     /// For cast ports: the proc that owes each slot.
     peers: Option<Vec<String>>,
+    /// Multicast forwarders -> the slots whose path goes through them.
+    relays: Mutex<HashMap<String, Vec<u64>>>,
     st: Mutex<StreamState>,
 }
 
@@ -92,6 +94,7 @@ impl StreamPort {
         StreamPort {
             once,
             peers,
+            relays: Mutex::new(HashMap::new()),
             st: Mutex::new(StreamState {
                 queue: VecDeque::new(),
                 waiters: VecDeque::new(),
@@ -143,12 +146,24 @@ impl StreamPort {
         let Some(peers) = &self.peers else {
             return Vec::new();
         };
+        let relayed: Vec<u64> = self
+            .relays
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(peer)
+            .cloned()
+            .unwrap_or_default();
         let st = self.st.lock().unwrap_or_else(|p| p.into_inner());
         peers
             .iter()
             .enumerate()
             .filter(|(i, p)| *p == peer && !st.filled[*i])
             .map(|(i, _)| i as u64)
+            .chain(
+                relayed
+                    .into_iter()
+                    .filter(|&s| st.filled.get(s as usize) == Some(&false)),
+            )
             .collect()
     }
 
@@ -202,6 +217,11 @@ impl PortReceiver {
 
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Record which multicast forwarders each slot's message went through.
+    pub(crate) fn set_relays(&self, relays: HashMap<String, Vec<u64>>) {
+        *self.port.relays.lock().unwrap_or_else(|p| p.into_inner()) = relays;
     }
 }
 

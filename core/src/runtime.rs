@@ -20,6 +20,7 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 
 use flatbuffers::FlatBufferBuilder;
 
+pub(crate) mod cast;
 mod io;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
@@ -169,6 +170,8 @@ enum ActorState {
 struct Gather {
     shape: Shape,
     peers: Vec<String>,
+    /// Multicast forwarders -> the slots whose path goes through them.
+    relays: std::collections::HashMap<String, Vec<u64>>,
     state: Mutex<GatherState>,
     done: Future,
 }
@@ -199,6 +202,9 @@ pub(crate) struct Inner {
     ports: Mutex<HashMap<u64, Arc<Gather>>>,
     /// Stream ports (see `port`): channels and `stream()` casts.
     streams: Mutex<HashMap<u64, Arc<StreamPort>>>,
+    /// Procs whose connection was lost (multicast routes around them).
+    lost: Mutex<std::collections::HashSet<String>>,
+    any_lost: AtomicBool,
     actors: Mutex<HashMap<String, ActorState>>,
     events: EventQueue,
     parking: Parking,
@@ -353,6 +359,8 @@ impl Runtime {
             ports: Mutex::new(HashMap::default()),
             streams: Mutex::new(HashMap::default()),
             actors: Mutex::new(HashMap::default()),
+            lost: Mutex::new(std::collections::HashSet::new()),
+            any_lost: AtomicBool::new(false),
             events: EventQueue {
                 q: Mutex::new(VecDeque::new()),
                 len: AtomicUsize::new(0),
@@ -549,13 +557,19 @@ impl Runtime {
 
     /// Open a reply port gathering one value per slot; `peers[i]` is the
     /// proc expected to fill slot `i` (so its loss fails the slot).
-    pub(crate) fn open_gather(&self, shape: Shape, peers: Vec<String>) -> (u64, Future) {
+    pub(crate) fn open_gather(
+        &self,
+        shape: Shape,
+        peers: Vec<String>,
+        relays: std::collections::HashMap<String, Vec<u64>>,
+    ) -> (u64, Future) {
         let port = self.next_id();
         let done = self.new_future();
         let n = peers.len();
         let g = Arc::new(Gather {
             shape,
             peers,
+            relays,
             state: Mutex::new(GatherState {
                 values: (0..n).map(|_| None).collect(),
                 remaining: n,
@@ -572,6 +586,33 @@ impl Runtime {
                 .insert(port, g);
         }
         (port, done)
+    }
+
+    /// Wait until our child proc at `addr` (if it is one still starting)
+    /// has said Ready; a proc that forwards a cast to it can then connect.
+    pub(crate) fn wait_ready(&self, addr: &str) {
+        let pending = self
+            .inner
+            .ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(addr)
+            .cloned();
+        if let Some(ready) = pending {
+            ready.wait(Some(spawn_timeout()));
+        }
+    }
+
+    /// Whether the connection to the proc at `addr` was lost (the
+    /// multicast tree then routes around it).
+    pub(crate) fn is_lost(&self, addr: &str) -> bool {
+        self.inner.any_lost.load(Ordering::Relaxed)
+            && self
+                .inner
+                .lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(addr)
     }
 
     pub(crate) fn register_stream(&self, id: u64, port: Arc<StreamPort>) {
@@ -918,11 +959,21 @@ impl Inner {
             .iter()
             .map(|(k, g)| (*k, g.clone()))
             .collect();
+        self.lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(peer.to_string());
+        self.any_lost.store(true, Ordering::Relaxed);
         for (port, g) in ports {
             for (slot, p) in g.peers.iter().enumerate() {
                 if p == peer {
                     self.fill(port, slot as u64, PointValue::error(why));
                 }
+            }
+            // Points the lost proc was to forward a cast to.
+            for &slot in g.relays.get(peer).into_iter().flatten() {
+                let msg = format!("{why} (it was forwarding this cast to this point)");
+                self.fill(port, slot, PointValue::error(msg));
             }
         }
         let streams: Vec<(u64, Arc<StreamPort>)> = self
@@ -1002,8 +1053,19 @@ impl Inner {
                     Kind::Message => EventKind::Message,
                     _ => EventKind::StopActor,
                 };
+                if !env.cast_ranks.is_empty() {
+                    // A multicast: pass it down the tree first.
+                    self.forward_cast(&env, &parts);
+                    if env.cast_slots.first() == Some(&crate::multicast::FORWARD_ONLY) {
+                        return;
+                    }
+                }
                 let reply = (env.reply_port != 0).then(|| ReplyTo {
-                    peer: env.sender.clone(),
+                    peer: if env.reply_to.is_empty() {
+                        env.sender.clone()
+                    } else {
+                        env.reply_to.clone()
+                    },
                     port: env.reply_port,
                     slot: env.reply_slot,
                 });

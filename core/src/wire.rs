@@ -48,6 +48,14 @@ pub struct Envelope {
     pub is_error: bool,
     pub error: String,
     pub part_sizes: Vec<u64>,
+    /// Multicast subtree (see `multicast`): base ranks, addresses and slots
+    /// (`multicast::FORWARD_ONLY`: forward only) of the nodes, receiver first.
+    pub cast_ranks: Vec<u64>,
+    pub cast_addrs: Vec<String>,
+    pub cast_slots: Vec<u64>,
+    pub cast_fanout: u32,
+    /// Where replies go when not to `sender`.
+    pub reply_to: String,
 }
 
 impl Envelope {
@@ -98,6 +106,21 @@ impl Envelope {
             None if self.part_sizes.is_empty() => None,
             None => Some(fbb.create_vector(&self.part_sizes)),
         };
+        let reply_to = opt_str(fbb, &self.reply_to);
+        let (cast_ranks, cast_addrs, cast_slots) = if self.cast_ranks.is_empty() {
+            (None, None, None)
+        } else {
+            let addrs: Vec<_> = self
+                .cast_addrs
+                .iter()
+                .map(|a| fbb.create_string(a))
+                .collect();
+            (
+                Some(fbb.create_vector(&self.cast_ranks)),
+                Some(fbb.create_vector(&addrs)),
+                Some(fbb.create_vector(&self.cast_slots)),
+            )
+        };
         let root = fb::Envelope::create(
             fbb,
             &fb::EnvelopeArgs {
@@ -114,6 +137,11 @@ impl Envelope {
                 is_error: self.is_error,
                 error,
                 part_sizes,
+                cast_ranks,
+                cast_addrs,
+                cast_slots,
+                cast_fanout: self.cast_fanout,
+                reply_to,
             },
         );
         fbb.finish_minimal(root);
@@ -165,6 +193,20 @@ impl Envelope {
                 .part_sizes()
                 .map(|v| v.iter().collect())
                 .unwrap_or_default(),
+            cast_ranks: e
+                .cast_ranks()
+                .map(|v| v.iter().collect())
+                .unwrap_or_default(),
+            cast_addrs: e
+                .cast_addrs()
+                .map(|v| v.iter().map(|a| a.to_string()).collect())
+                .unwrap_or_default(),
+            cast_slots: e
+                .cast_slots()
+                .map(|v| v.iter().collect())
+                .unwrap_or_default(),
+            cast_fanout: e.cast_fanout(),
+            reply_to: s(e.reply_to()),
         })
     }
 }

@@ -306,6 +306,11 @@ impl<'a> Envelope<'a> {
   pub const VT_IS_ERROR: ::flatbuffers::VOffsetT = 24;
   pub const VT_ERROR: ::flatbuffers::VOffsetT = 26;
   pub const VT_PART_SIZES: ::flatbuffers::VOffsetT = 28;
+  pub const VT_CAST_RANKS: ::flatbuffers::VOffsetT = 30;
+  pub const VT_CAST_ADDRS: ::flatbuffers::VOffsetT = 32;
+  pub const VT_CAST_SLOTS: ::flatbuffers::VOffsetT = 34;
+  pub const VT_CAST_FANOUT: ::flatbuffers::VOffsetT = 36;
+  pub const VT_REPLY_TO: ::flatbuffers::VOffsetT = 38;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -320,6 +325,11 @@ impl<'a> Envelope<'a> {
     builder.add_message_rank(args.message_rank);
     builder.add_reply_slot(args.reply_slot);
     builder.add_reply_port(args.reply_port);
+    if let Some(x) = args.reply_to { builder.add_reply_to(x); }
+    builder.add_cast_fanout(args.cast_fanout);
+    if let Some(x) = args.cast_slots { builder.add_cast_slots(x); }
+    if let Some(x) = args.cast_addrs { builder.add_cast_addrs(x); }
+    if let Some(x) = args.cast_ranks { builder.add_cast_ranks(x); }
     if let Some(x) = args.part_sizes { builder.add_part_sizes(x); }
     if let Some(x) = args.error { builder.add_error(x); }
     if let Some(x) = args.shape { builder.add_shape(x); }
@@ -442,6 +452,49 @@ impl<'a> Envelope<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(Envelope::VT_PART_SIZES, None)}
   }
+  /// Multicast (SpawnActor/Message/StopActor sent down a tree of procs,
+  /// see core/src/multicast.rs): the tree nodes of the receiver's subtree
+  /// this cast concerns, the receiver first. Node i is base rank
+  /// `cast_ranks[i]` of the proc mesh, at `cast_addrs[i]`; it gets the
+  /// message as point `cast_slots[i]` of the mesh, or only forwards it when
+  /// that is 2^64-1. Empty: a plain message for the receiver alone.
+  #[inline]
+  pub fn cast_ranks(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(Envelope::VT_CAST_RANKS, None)}
+  }
+  #[inline]
+  pub fn cast_addrs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>(Envelope::VT_CAST_ADDRS, None)}
+  }
+  #[inline]
+  pub fn cast_slots(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(Envelope::VT_CAST_SLOTS, None)}
+  }
+  /// Fan-out of the multicast tree.
+  #[inline]
+  pub fn cast_fanout(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Envelope::VT_CAST_FANOUT, Some(0)).unwrap()}
+  }
+  /// Where replies go, when not to `sender` (a port of another proc).
+  #[inline]
+  pub fn reply_to(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Envelope::VT_REPLY_TO, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Envelope<'_> {
@@ -463,6 +516,11 @@ impl ::flatbuffers::Verifiable for Envelope<'_> {
      .visit_field::<bool>("is_error", Self::VT_IS_ERROR, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("error", Self::VT_ERROR, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("part_sizes", Self::VT_PART_SIZES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("cast_ranks", Self::VT_CAST_RANKS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("cast_addrs", Self::VT_CAST_ADDRS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("cast_slots", Self::VT_CAST_SLOTS, false)?
+     .visit_field::<u32>("cast_fanout", Self::VT_CAST_FANOUT, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("reply_to", Self::VT_REPLY_TO, false)?
      .finish();
     Ok(())
   }
@@ -481,6 +539,11 @@ pub struct EnvelopeArgs<'a> {
     pub is_error: bool,
     pub error: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub part_sizes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub cast_ranks: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub cast_addrs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
+    pub cast_slots: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub cast_fanout: u32,
+    pub reply_to: Option<::flatbuffers::WIPOffset<&'a str>>,
 }
 impl<'a> Default for EnvelopeArgs<'a> {
   #[inline]
@@ -499,6 +562,11 @@ impl<'a> Default for EnvelopeArgs<'a> {
       is_error: false,
       error: None,
       part_sizes: None,
+      cast_ranks: None,
+      cast_addrs: None,
+      cast_slots: None,
+      cast_fanout: 0,
+      reply_to: None,
     }
   }
 }
@@ -561,6 +629,26 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> EnvelopeBuilder<'a, 'b, A> {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Envelope::VT_PART_SIZES, part_sizes);
   }
   #[inline]
+  pub fn add_cast_ranks(&mut self, cast_ranks: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Envelope::VT_CAST_RANKS, cast_ranks);
+  }
+  #[inline]
+  pub fn add_cast_addrs(&mut self, cast_addrs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<&'b  str>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Envelope::VT_CAST_ADDRS, cast_addrs);
+  }
+  #[inline]
+  pub fn add_cast_slots(&mut self, cast_slots: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Envelope::VT_CAST_SLOTS, cast_slots);
+  }
+  #[inline]
+  pub fn add_cast_fanout(&mut self, cast_fanout: u32) {
+    self.fbb_.push_slot::<u32>(Envelope::VT_CAST_FANOUT, cast_fanout, 0);
+  }
+  #[inline]
+  pub fn add_reply_to(&mut self, reply_to: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Envelope::VT_REPLY_TO, reply_to);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> EnvelopeBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     EnvelopeBuilder {
@@ -591,6 +679,11 @@ impl ::core::fmt::Debug for Envelope<'_> {
       ds.field("is_error", &self.is_error());
       ds.field("error", &self.error());
       ds.field("part_sizes", &self.part_sizes());
+      ds.field("cast_ranks", &self.cast_ranks());
+      ds.field("cast_addrs", &self.cast_addrs());
+      ds.field("cast_slots", &self.cast_slots());
+      ds.field("cast_fanout", &self.cast_fanout());
+      ds.field("reply_to", &self.reply_to());
       ds.finish()
   }
 }

@@ -171,8 +171,104 @@ class Envelope(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
         return o == 0
 
+    # Multicast (SpawnActor/Message/StopActor sent down a tree of procs,
+    # see core/src/multicast.rs): the tree nodes of the receiver's subtree
+    # this cast concerns, the receiver first. Node i is base rank
+    # `cast_ranks[i]` of the proc mesh, at `cast_addrs[i]`; it gets the
+    # message as point `cast_slots[i]` of the mesh, or only forwards it when
+    # that is 2^64-1. Empty: a plain message for the receiver alone.
+    # Envelope
+    def CastRanks(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # Envelope
+    def CastRanksAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint64Flags, o)
+        return 0
+
+    # Envelope
+    def CastRanksLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Envelope
+    def CastRanksIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        return o == 0
+
+    # Envelope
+    def CastAddrs(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.String(a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return ""
+
+    # Envelope
+    def CastAddrsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Envelope
+    def CastAddrsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        return o == 0
+
+    # Envelope
+    def CastSlots(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # Envelope
+    def CastSlotsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint64Flags, o)
+        return 0
+
+    # Envelope
+    def CastSlotsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Envelope
+    def CastSlotsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        return o == 0
+
+    # Fan-out of the multicast tree.
+    # Envelope
+    def CastFanout(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(36))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+    # Where replies go, when not to `sender` (a port of another proc).
+    # Envelope
+    def ReplyTo(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(38))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
 def EnvelopeStart(builder):
-    builder.StartObject(13)
+    builder.StartObject(18)
 
 def Start(builder):
     EnvelopeStart(builder)
@@ -273,6 +369,54 @@ def EnvelopeStartPartSizesVector(builder, numElems):
 
 def StartPartSizesVector(builder, numElems):
     return EnvelopeStartPartSizesVector(builder, numElems)
+
+def EnvelopeAddCastRanks(builder, castRanks):
+    builder.PrependUOffsetTRelativeSlot(13, flatbuffers.number_types.UOffsetTFlags.py_type(castRanks), 0)
+
+def AddCastRanks(builder, castRanks):
+    EnvelopeAddCastRanks(builder, castRanks)
+
+def EnvelopeStartCastRanksVector(builder, numElems):
+    return builder.StartVector(8, numElems, 8)
+
+def StartCastRanksVector(builder, numElems):
+    return EnvelopeStartCastRanksVector(builder, numElems)
+
+def EnvelopeAddCastAddrs(builder, castAddrs):
+    builder.PrependUOffsetTRelativeSlot(14, flatbuffers.number_types.UOffsetTFlags.py_type(castAddrs), 0)
+
+def AddCastAddrs(builder, castAddrs):
+    EnvelopeAddCastAddrs(builder, castAddrs)
+
+def EnvelopeStartCastAddrsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartCastAddrsVector(builder, numElems):
+    return EnvelopeStartCastAddrsVector(builder, numElems)
+
+def EnvelopeAddCastSlots(builder, castSlots):
+    builder.PrependUOffsetTRelativeSlot(15, flatbuffers.number_types.UOffsetTFlags.py_type(castSlots), 0)
+
+def AddCastSlots(builder, castSlots):
+    EnvelopeAddCastSlots(builder, castSlots)
+
+def EnvelopeStartCastSlotsVector(builder, numElems):
+    return builder.StartVector(8, numElems, 8)
+
+def StartCastSlotsVector(builder, numElems):
+    return EnvelopeStartCastSlotsVector(builder, numElems)
+
+def EnvelopeAddCastFanout(builder, castFanout):
+    builder.PrependUint32Slot(16, castFanout, 0)
+
+def AddCastFanout(builder, castFanout):
+    EnvelopeAddCastFanout(builder, castFanout)
+
+def EnvelopeAddReplyTo(builder, replyTo):
+    builder.PrependUOffsetTRelativeSlot(17, flatbuffers.number_types.UOffsetTFlags.py_type(replyTo), 0)
+
+def AddReplyTo(builder, replyTo):
+    EnvelopeAddReplyTo(builder, replyTo)
 
 def EnvelopeEnd(builder):
     return builder.EndObject()
