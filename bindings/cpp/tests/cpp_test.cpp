@@ -21,6 +21,12 @@
 #include <optional>
 #include <string>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "test_actors.hpp"
 
 MONARCH_ACTOR(test_actors::Counter, "Counter");
@@ -262,6 +268,79 @@ void test_crash() {
   CHECK(echo.slice("procs", 0, 2).call("rank").get(30s).values<std::uint64_t>().size() == 2);
 }
 
+// A `monarch host` agent on 127.0.0.1 started by the test (dies with the
+// test process; stopped with SIGTERM at the end of scope).
+class Agent {
+ public:
+  explicit Agent(const std::string& secret) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::setenv("MONARCH_JOB_TOKEN", secret.c_str(), 1);
+      ::execl(MONARCH_CLI, MONARCH_CLI, "host", "--listen", "127.0.0.1:0", (char*)nullptr);
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    // Read up to the READY line (60 s at most, so a broken agent fails the
+    // test instead of hanging it).
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (out.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (::poll(&p, 1, 1000) <= 0) continue;
+      char buf[256];
+      ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    const std::string tag = "MONARCH_HOST_READY ";
+    auto at = out.find(tag);
+    if (at == std::string::npos) throw std::runtime_error("agent never became ready: " + out);
+    addr_ = out.substr(at + tag.size(), out.find('\n', at) - at - tag.size());
+  }
+  ~Agent() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  const std::string& addr() const { return addr_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string addr_;
+};
+
+void test_hosts() {
+  monarch::Runtime rt;
+  Agent a(rt.job_token()), b(rt.job_token());
+  auto hosts = monarch::HostMesh::attach(rt, {a.addr(), b.addr()});
+  CHECK(hosts.shape().labels() == std::vector<std::string>{"hosts"});
+  CHECK(hosts.shape().numel() == 2);
+  auto procs = hosts.spawn_procs({{"gpus", 2}});
+  CHECK(procs.shape().labels() == (std::vector<std::string>{"hosts", "gpus"}));
+  auto echo = procs.spawn("e", "Echo");
+  auto ranks = echo.call("rank").get(60s).values<std::uint64_t>();
+  CHECK(ranks == (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  // Procs started through a slice land on that host only.
+  auto second = hosts.slice("hosts", 1);
+  CHECK(second.shape().ndim() == 0);
+  CHECK(hosts.slice("hosts", 1, monarch::kEnd).shape().sizes() == std::vector<std::uint64_t>{1});
+  auto more = second.spawn_procs({{"gpus", 1}});
+  auto e2 = more.spawn("e2", "Echo");
+  CHECK(e2.call("rank").get(60s).values<std::uint64_t>().size() == 1);
+  auto bad = THROWS(Error, hosts.slice("hosts", 5));
+  if (bad) CHECK(contains(bad->what(), "hosts"));
+  // A local HostMesh has no agents to slice.
+  THROWS(Error, monarch::HostMesh::local(rt).slice("hosts", 0));
+  more.stop().get(60s);
+  procs.stop().get(60s);
+}
+
 void test_after_free() {
   monarch::Runtime rt;
   auto procs = rt.spawn_procs({{"procs", 1}});
@@ -426,6 +505,7 @@ const std::map<std::string, std::function<void()>> tests = {
     {"errors", test_errors},       {"crash", test_crash},           {"after_free", test_after_free},
     {"local_actors", test_local_actors}, {"plugin", test_plugin},
     {"python_actors", test_python_actors},
+    {"hosts", test_hosts},
 };
 
 }  // namespace

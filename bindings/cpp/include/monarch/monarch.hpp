@@ -722,6 +722,24 @@ class Runtime {
   /// (-1: until stopped). Returns false once the runtime stopped.
   bool serve_events(std::int64_t timeout_ms = 0) { return server_.serve(h_.get(), timeout_ms); }
 
+  /// The job secret peers authenticate with; an allocator that starts
+  /// `monarch host` agents gives it to them (environment variable
+  /// MONARCH_JOB_TOKEN or a 0600 file), never on a command line.
+  std::string job_token() const {
+    std::uint8_t* b = nullptr;
+    std::size_t n = 0;
+    detail::check(monarch_runtime_job_token(h_.get(), &b, &n));
+    std::string s(reinterpret_cast<const char*>(b), n);
+    monarch_buffer_free(b, n);
+    return s;
+  }
+  /// How remote procs' stdout/stderr reach this process: printed with a
+  /// rank prefix (`stream_to_client`), identical lines within
+  /// `aggregate_window_ms` printed once as "[K similar lines] ...".
+  void logging_option(bool stream_to_client, std::uint64_t aggregate_window_ms = 0) const {
+    detail::check(monarch_runtime_logging_option(h_.get(), stream_to_client, aggregate_window_ms));
+  }
+
   monarch_runtime* handle() const { return h_.get(); }
   /// Shut down now (as the destructor does).
   void shutdown() { h_.reset(); }
@@ -738,21 +756,85 @@ inline ActorMesh ActorMesh::from_ref(const Runtime& rt, BytesView ref) {
   return ActorMesh(am);
 }
 
-/// The hosts procs are started on. The C ABI has no remote hosts yet
-/// (`monarch host` is not implemented), so this is the local machine only.
+/// The hosts procs are started on: this machine (`local`), or running
+/// `monarch host` agents (`attach`, one dimension `hosts`). Slices share
+/// the agents. Procs started through an attached mesh keep running when
+/// the HostMesh is destroyed; stop them with ProcMesh::stop.
 class HostMesh {
  public:
+  /// This machine only: spawn_procs starts local procs (shape {hosts: 1}).
   static HostMesh local(const Runtime& rt) { return HostMesh(rt); }
-  Shape shape() const { return Shape({"hosts"}, {1}); }
-  /// Procs per host: `dims` are the per-host dimensions.
-  ProcMesh spawn_procs(const Dims& dims, const ProcOptions& opts = {}) const {
-    return rt_->spawn_procs(dims, opts);
+  /// Attach the agents at `addrs` ("IP:PORT" as printed after
+  /// MONARCH_HOST_READY). The agents must share this runtime's job secret
+  /// (Runtime::job_token()). Blocks until every agent answered.
+  static HostMesh attach(const Runtime& rt, const std::vector<std::string>& addrs);
+
+  Shape shape() const {
+    if (!h_) return Shape({"hosts"}, {1});
+    auto* h = h_.get();
+    return detail::owned_shape(
+        [h](std::uint8_t** b, std::size_t* n) { return monarch_host_mesh_shape(h, b, n); });
   }
+  /// Fix dimension `label` at `index` (attached meshes only).
+  HostMesh slice(const std::string& label, std::size_t index) const {
+    monarch_host_mesh* out = nullptr;
+    detail::check(monarch_host_mesh_slice_index(attached(), label.c_str(), index, &out));
+    return HostMesh(rt_, out);
+  }
+  /// Keep `label` narrowed to start..stop by step (attached meshes only).
+  HostMesh slice(const std::string& label, std::int64_t start, std::int64_t stop,
+                 std::int64_t step = 1) const {
+    monarch_host_mesh* out = nullptr;
+    detail::check(
+        monarch_host_mesh_slice_range(attached(), label.c_str(), start, stop, step, &out));
+    return HostMesh(rt_, out);
+  }
+  /// Procs per host: `dims` are the per-host dimensions; the result has
+  /// the host mesh's dimensions followed by `dims`. On attached hosts the
+  /// default argv (this binary's path) must exist on every host.
+  ProcMesh spawn_procs(const Dims& dims, const ProcOptions& opts = {}) const;
 
  private:
   explicit HostMesh(const Runtime& rt) : rt_(&rt) {}
+  HostMesh(const Runtime* rt, monarch_host_mesh* h) : rt_(rt), h_(h) {}
+  monarch_host_mesh* attached() const {
+    if (!h_)
+      throw Error(MONARCH_ERR_INVALID_ARGUMENT,
+                  "a local HostMesh cannot be sliced: attach agents for several hosts");
+    return h_.get();
+  }
   const Runtime* rt_;
+  detail::Handle<monarch_host_mesh, monarch_host_mesh_free> h_;
 };
+
+inline HostMesh HostMesh::attach(const Runtime& rt, const std::vector<std::string>& addrs) {
+  std::vector<const char*> c;
+  for (auto& a : addrs) c.push_back(a.c_str());
+  monarch_host_mesh* out = nullptr;
+  detail::check(monarch_host_mesh_attach(rt.handle(), c.data(), c.size(), &out));
+  return HostMesh(&rt, out);
+}
+
+inline ProcMesh HostMesh::spawn_procs(const Dims& dims, const ProcOptions& opts) const {
+  if (!h_) return rt_->spawn_procs(dims, opts);
+  std::vector<const char*> labels;
+  std::vector<std::size_t> sizes;
+  for (auto& d : dims) {
+    labels.push_back(d.first.c_str());
+    sizes.push_back(d.second);
+  }
+  std::vector<std::string> argv = opts.argv;
+  if (argv.empty()) argv.push_back(self_exe());
+  std::vector<const char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.c_str());
+  for (auto& e : opts.env) cenv.push_back(e.c_str());
+  monarch_proc_mesh* pm = nullptr;
+  detail::check(monarch_host_mesh_spawn_procs(h_.get(), labels.data(), sizes.data(), dims.size(),
+                                              cargv.data(), cargv.size(),
+                                              cenv.empty() ? nullptr : cenv.data(), cenv.size(),
+                                              &pm));
+  return ProcMesh(pm);
+}
 
 /// First line of main(): when this process was started by a controller as
 /// a proc, serve its registered actors (MONARCH_ACTOR) until the proc is
