@@ -57,6 +57,9 @@
 // one per split).
 #define MONARCH_SPLIT_INFER 0
 
+// `monarch_rdma_register` flag: peers may read the buffer but not write it.
+#define MONARCH_RDMA_READ_ONLY 1
+
 // An n-d array of actors (or a slice of one).
 typedef struct monarch_actor_mesh monarch_actor_mesh;
 
@@ -75,6 +78,10 @@ typedef struct monarch_port_receiver monarch_port_receiver;
 
 // An n-d array of procs (or a slice of one).
 typedef struct monarch_proc_mesh monarch_proc_mesh;
+
+// A registered memory buffer (the owner's), or a handle on another
+// proc's buffer rebuilt from its descriptor bytes.
+typedef struct monarch_rdma_buffer monarch_rdma_buffer;
 
 // The runtime of this process (one per process).
 typedef struct monarch_runtime monarch_runtime;
@@ -584,6 +591,102 @@ monarch_status monarch_runtime_logging_option(struct monarch_runtime *rt,
 monarch_status monarch_runtime_job_token(struct monarch_runtime *rt,
                                          uint8_t **out,
                                          size_t *out_len);
+
+// Register `len` bytes at `ptr`, owned by the calling process, so other
+// procs can read and write them one-sided; writes the owner's buffer
+// handle to `*out`.
+//
+// The memory stays the caller's: it must remain valid until the buffer is
+// dropped (`monarch_rdma_buffer_drop`) or its handle freed, which both
+// unregister it (waiting for transfers in progress to end). `flags` is 0
+// or `MONARCH_RDMA_READ_ONLY`. `readers` is how many remote drops release
+// the registration (0 or 1: the usual single reference; N: a payload
+// handed to N receivers, each dropping its handle once it has read).
+// `ptr` must be non-NULL and `len` non-zero.
+monarch_status monarch_rdma_register(struct monarch_runtime *rt,
+                                     uint8_t *ptr,
+                                     size_t len,
+                                     uint32_t flags,
+                                     uint32_t readers,
+                                     struct monarch_rdma_buffer **out);
+
+// Serialize the buffer's descriptor (owner proc, id, size, how to reach
+// it) into an owned byte buffer to put inside any message; free it with
+// `monarch_buffer_free`. Fails once the handle was dropped.
+monarch_status monarch_rdma_buffer_to_bytes(struct monarch_rdma_buffer *buf,
+                                            uint8_t **out,
+                                            size_t *out_len);
+
+// Rebuild a buffer handle from descriptor bytes made by
+// `monarch_rdma_buffer_to_bytes` (in any proc of the job); the bytes are
+// borrowed for the call. Malformed bytes: `MONARCH_ERR_INVALID_ARGUMENT`.
+// Free the handle with `monarch_rdma_buffer_free` (that does not release
+// the owner's buffer; `monarch_rdma_buffer_drop` does).
+monarch_status monarch_rdma_buffer_from_bytes(struct monarch_runtime *rt,
+                                              const uint8_t *bytes,
+                                              size_t len,
+                                              struct monarch_rdma_buffer **out);
+
+// Write the buffer's size in bytes to `*out`.
+monarch_status monarch_rdma_buffer_size(struct monarch_rdma_buffer *buf, uint64_t *out);
+
+// Write the name of the backend transfers on this handle use
+// ("same_host", "tcp" or "ibverbs") to `*out`: a static string owned by
+// the library. Chosen for this pair of procs on first use (see
+// `MONARCH_RDMA_BACKEND` in docs/data-plane.md).
+monarch_status monarch_rdma_buffer_backend(struct monarch_rdma_buffer *buf, const char **out);
+
+// Start copying `len` bytes of the buffer, from byte `offset`, into
+// `dst`; writes a future to `*out`. The future completes with a one-point
+// value mesh whose single part is the name of the backend used, or fails
+// (`monarch_future_take`'s status): `MONARCH_ERR_INVALID_ARGUMENT` for a
+// range outside the buffer or a dropped/unregistered buffer,
+// `MONARCH_ERR_PROC_FAILED` when the owner is dead or dies meanwhile.
+// `dst` stays the caller's and must remain valid and untouched until the
+// future completes. A range outside the buffer is refused at once.
+monarch_status monarch_rdma_read_into(struct monarch_rdma_buffer *buf,
+                                      uint64_t offset,
+                                      uint8_t *dst,
+                                      size_t len,
+                                      struct monarch_future **out);
+
+// Start copying `len` bytes from `src` into the buffer at byte `offset`;
+// writes a future to `*out` (completes as for `monarch_rdma_read_into`).
+// `src` stays the caller's and must remain valid until the future
+// completes. Refused for a read-only buffer.
+monarch_status monarch_rdma_write_from(struct monarch_rdma_buffer *buf,
+                                       uint64_t offset,
+                                       const uint8_t *src,
+                                       size_t len,
+                                       struct monarch_future **out);
+
+// Release the buffer: the owner's handle unregisters it (waiting for
+// transfers in progress); any other handle asks the owner to drop one
+// reference (an unreachable owner or an already-released buffer is not an
+// error). Afterwards every use of this handle fails, and a second drop is
+// `MONARCH_ERR_INVALID_ARGUMENT`. The handle itself must still be freed.
+monarch_status monarch_rdma_buffer_drop(struct monarch_rdma_buffer *buf);
+
+// Write to `*out` whether the buffer is still registered (owner's handle:
+// not dropped and not released by its remote drops) or, for another
+// handle, whether it was not dropped.
+monarch_status monarch_rdma_buffer_is_registered(struct monarch_rdma_buffer *buf, bool *out);
+
+// Free a buffer handle. Freeing the owner's handle unregisters the buffer
+// (as `monarch_rdma_buffer_drop`), so its memory may be released after;
+// freeing any other handle releases nothing at the owner.
+monarch_status monarch_rdma_buffer_free(struct monarch_rdma_buffer *buf);
+
+// Write the name of the backend a transfer with a proc on this host uses
+// by default ("same_host", "tcp" or "ibverbs"; `MONARCH_RDMA_BACKEND`
+// forces one), a static string. A bad `MONARCH_RDMA_BACKEND` is
+// `MONARCH_ERR_INVALID_ARGUMENT`.
+monarch_status monarch_rdma_default_backend(const char **out);
+
+// Whether the ibverbs backend can be used, and in words why not (for
+// example: libibverbs.so.1 cannot be loaded, or no RDMA device). The
+// reason is a string owned by the library, valid for the process's life.
+monarch_status monarch_rdma_ibverbs_status(bool *available, const char **reason);
 
 #ifdef __cplusplus
 }  // extern "C"

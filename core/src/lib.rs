@@ -14,6 +14,7 @@
 //! - [`auth`]: HMAC-SHA256 challenge-response on every connection
 //! - [`host`]: host meshes (procs started by host agents on other hosts)
 //! - [`logs`]: proc output streamed back to the controller
+//! - [`rdma`]: the data plane: registered buffers, one-sided read/write
 
 pub mod auth;
 pub mod completion;
@@ -27,6 +28,7 @@ pub mod mesh;
 pub mod multicast;
 pub mod port;
 pub mod process;
+pub mod rdma;
 pub mod runtime;
 pub mod transport;
 pub mod value;

@@ -414,6 +414,11 @@ impl Runtime {
         &self.inner.addr
     }
 
+    /// The job token (the data plane authenticates its connections with it).
+    pub(crate) fn token(&self) -> &str {
+        &self.inner.token
+    }
+
     /// Whether this runtime was started by a controller.
     pub fn is_worker(&self) -> bool {
         self.inner.controller.is_some()

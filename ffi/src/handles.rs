@@ -5,6 +5,7 @@
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
+use monarch_core::rdma::Buffer;
 use monarch_core::{
     ActorMesh, Event, Future, HostMesh, PortReceiver, ProcMesh, Runtime, ValueMesh,
 };
@@ -37,6 +38,7 @@ pub enum Object {
     ValueMesh(Arc<HeldValueMesh>),
     Event(Arc<HeldEvent>),
     PortReceiver(Arc<PortReceiver>),
+    RdmaBuffer(Arc<Buffer>),
 }
 
 impl Object {
@@ -50,6 +52,7 @@ impl Object {
             Object::ValueMesh(_) => "value mesh",
             Object::Event(_) => "event",
             Object::PortReceiver(_) => "port receiver",
+            Object::RdmaBuffer(_) => "rdma buffer",
         }
     }
 }

@@ -10,6 +10,7 @@
 
 mod handles;
 mod hosts;
+pub mod rdma;
 mod status;
 
 use std::ffi::{c_char, c_int};
@@ -109,7 +110,11 @@ fn parts<'a>(p: *const monarch_bytes, n: usize) -> Result<Vec<&'a [u8]>, Fail> {
         .collect()
 }
 
-fn owned_buffer(mut v: Vec<u8>, out: *mut *mut u8, out_len: *mut usize) -> Result<(), Fail> {
+pub(crate) fn owned_buffer(
+    mut v: Vec<u8>,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+) -> Result<(), Fail> {
     let out = out_ptr(out, "out")?;
     let out_len = out_ptr(out_len, "out_len")?;
     v.shrink_to_fit();

@@ -1,0 +1,157 @@
+//! The owner's data-plane server: one abstract Unix socket (same-host
+//! leases) and one TCP listener (TCP transfers), each connection served by
+//! its own thread with blocking I/O, started when the process registers its
+//! first buffer. Nothing here runs foreign code or touches the control
+//! connections; an actor busy in an endpoint still serves reads of its
+//! buffers.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+
+use super::conn::{self, Request, Stream, IO_TIMEOUT};
+use super::registry::{self, Lease};
+
+/// Addresses of this process's data-plane server.
+pub struct Server {
+    /// `unix:@name`
+    pub unix: String,
+    /// `ip:port` as advertised to peers (`tcp:` not included).
+    pub tcp: String,
+}
+
+/// The address peers on other hosts should use to reach this one:
+/// `MONARCH_RDMA_HOST` if set, else the address of the interface holding
+/// the default route, else loopback.
+fn advertised_ip() -> String {
+    if let Ok(h) = std::env::var("MONARCH_RDMA_HOST") {
+        if !h.is_empty() {
+            return h;
+        }
+    }
+    // A UDP "connect" sends nothing; it only picks the outgoing interface.
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("192.0.2.1:9")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+pub fn start() -> std::io::Result<Server> {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!(
+        "monarch-rdma-{}-{}",
+        std::process::id(),
+        crate::process::random_hex()
+    );
+    let ua = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let ul = UnixListener::bind_addr(&ua)?;
+    let bind = std::env::var("MONARCH_RDMA_BIND").unwrap_or_else(|_| "0.0.0.0".into());
+    let tl = TcpListener::bind((bind.as_str(), 0))?;
+    let port = tl.local_addr()?.port();
+    std::thread::Builder::new()
+        .name("monarch-rdma-unix".into())
+        .spawn(move || {
+            for s in ul.incoming() {
+                match s {
+                    Ok(s) => serve(Stream::Unix(s)),
+                    Err(e) => tracing::warn!(error = %e, "rdma unix accept failed"),
+                }
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("monarch-rdma-tcp".into())
+        .spawn(move || {
+            for s in tl.incoming() {
+                match s {
+                    Ok(s) => {
+                        let _ = s.set_nodelay(true);
+                        serve(Stream::Tcp(s))
+                    }
+                    Err(e) => tracing::warn!(error = %e, "rdma tcp accept failed"),
+                }
+            }
+        })?;
+    Ok(Server {
+        unix: format!("unix:@{name}"),
+        tcp: format!("{}:{port}", advertised_ip()),
+    })
+}
+
+fn serve(s: Stream) {
+    let _ = std::thread::Builder::new()
+        .name("monarch-rdma-conn".into())
+        .spawn(move || {
+            let mut s = s;
+            let _ = s.set_read_timeout(Some(IO_TIMEOUT));
+            let _ = s.set_write_timeout(Some(IO_TIMEOUT));
+            if !conn::accept_handshake(&mut s, &super::current_token(), &super::my_id()) {
+                return;
+            }
+            // Idle pooled connections wait for their next request forever.
+            let _ = s.set_read_timeout(None);
+            let mut held: Option<Lease> = None;
+            loop {
+                let mut b = [0u8; 40];
+                if s.read_exact(&mut b).is_err() {
+                    return; // peer gone: `held` (if any) is released
+                }
+                let _ = s.set_read_timeout(Some(IO_TIMEOUT));
+                let req = Request::decode(&b);
+                if handle(&mut s, &req, &mut held).is_err() {
+                    return;
+                }
+                let _ = s.set_read_timeout(None);
+            }
+        });
+}
+
+fn handle(s: &mut Stream, req: &Request, held: &mut Option<Lease>) -> std::io::Result<()> {
+    let lease = |write: bool| registry::lease(req.id, req.key, req.offset, req.len, write);
+    match req.op {
+        conn::OP_READ => match lease(false) {
+            Ok(l) => {
+                conn::send_status(s, &Ok(()))?;
+                let p = l.region.ptr + req.offset as usize;
+                // SAFETY: the lease checked the range against a live
+                // registration and keeps it registered while we copy.
+                let src = unsafe { std::slice::from_raw_parts(p as *const u8, req.len as usize) };
+                s.write_all(src)
+            }
+            Err(e) => conn::send_status(s, &Err(e.message)),
+        },
+        conn::OP_WRITE => match lease(true) {
+            Ok(l) => {
+                conn::send_status(s, &Ok(()))?;
+                let p = l.region.ptr + req.offset as usize;
+                // SAFETY: as for reads; the region was registered writable.
+                let dst = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, req.len as usize) };
+                s.read_exact(dst)?;
+                drop(l);
+                conn::send_status(s, &Ok(()))
+            }
+            Err(e) => conn::send_status(s, &Err(e.message)),
+        },
+        conn::OP_LEASE_READ | conn::OP_LEASE_WRITE => {
+            *held = None;
+            match lease(req.op == conn::OP_LEASE_WRITE) {
+                Ok(l) => {
+                    *held = Some(l);
+                    conn::send_status(s, &Ok(()))
+                }
+                Err(e) => conn::send_status(s, &Err(e.message)),
+            }
+        }
+        conn::OP_RELEASE => {
+            *held = None;
+            conn::send_status(s, &Ok(()))
+        }
+        conn::OP_DROP => {
+            let r = registry::unref(req.id, req.key).map(|_| ());
+            conn::send_status(s, &r.map_err(|e| e.message))
+        }
+        op => conn::send_status(s, &Err(format!("unknown data-plane request {op}"))),
+    }
+}
