@@ -4,6 +4,7 @@ streamed back with rank prefixes and aggregation, host loss."""
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -114,3 +115,33 @@ def test_losing_an_agent_fails_only_its_ranks(agents):
     with pytest.raises(ActorError):
         am.slice(hosts=1).whoami.call().get(timeout=60)
     pm.slice(hosts=0).stop().get(timeout=60)
+
+
+def test_remote_proc_listeners_refuse_unauthenticated_clients(agents):
+    """A proc started by an agent listens on TCP: a client without the
+    secret gets nothing and delivers nothing; calls keep working."""
+    hosts = HostMesh.attach([a.addr for a in agents])
+    pm = hosts.spawn_procs(per_host={"gpus": 1})
+    try:
+        am = pm.spawn("probe", HostProbe)
+        got = [v for _, v in am.whoami.call().get(timeout=60).items()]
+        host, port = got[0][2].removeprefix("tcp:").rsplit(":", 1)
+        for junk in (b"GET / HTTP/1.0\r\n\r\n", b"MONARCH\x01" + b"\0" * 32 + b"\xff" * 200):
+            with socket.create_connection((host, int(port)), timeout=20) as c:
+                c.sendall(junk)
+                data = b""
+                while True:
+                    try:
+                        chunk = c.recv(4096)
+                    except ConnectionResetError:
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+                # Without the secret the proc says nothing but its own
+                # challenge answer (magic, nonce, identity, MAC).
+                assert not data or data.startswith(b"MONARCH\x01"), data
+        again = [v for _, v in am.whoami.call().get(timeout=60).items()]
+        assert [g[1] for g in again] == [g[1] for g in got]
+    finally:
+        pm.stop().get(timeout=60)
