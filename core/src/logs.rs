@@ -3,7 +3,9 @@
 //! Host agents capture the stdout and stderr of every proc they start and
 //! send them, line by line, to the controller, which prints each line to
 //! its own stdout or stderr with the proc's rank as prefix
-//! (`[rank 3] text`). With an aggregation window, identical lines arriving
+//! (`[rank 3] text`). Local procs' output is captured the same way (pipes
+//! read by the controller) unless `MONARCH_PROC_OUTPUT=inherit`, which
+//! lets them write to the controller's stdout/stderr directly. With an aggregation window, identical lines arriving
 //! within the window are printed once: `[8 similar lines] text`.
 //! Options are per process (one runtime per process).
 
@@ -115,4 +117,37 @@ pub fn flush() {
             print(stderr, &prefix(rank), &line);
         }
     }
+}
+
+/// Whether local procs' output is piped through [`emit`] (the default) or
+/// inherited (`MONARCH_PROC_OUTPUT=inherit`).
+pub fn capture_local() -> bool {
+    std::env::var("MONARCH_PROC_OUTPUT").map_or(true, |v| v != "inherit")
+}
+
+/// Read a local proc's stdout and stderr line by line into [`emit`].
+pub fn forward_local(out: std::process::ChildStdout, err: std::process::ChildStderr, rank: u64) {
+    fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool) {
+        let _ = std::thread::Builder::new()
+            .name("monarch-output".into())
+            .spawn(move || {
+                use std::io::BufRead;
+                let mut r = std::io::BufReader::new(pipe);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match r.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {
+                            if line.last() == Some(&b'\n') {
+                                line.pop();
+                            }
+                            emit(Some(rank), stderr, &line);
+                        }
+                    }
+                }
+            });
+    }
+    pump(out, rank, false);
+    pump(err, rank, true);
 }

@@ -33,7 +33,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::geometry::Shape;
 use crate::port::{PortRef, StreamPort};
-use crate::process::{random_hex, spawn_child, Child, ExitInfo, SocketDir};
+use crate::process::{random_hex, Child, ExitInfo, SocketDir};
 use crate::transport::{Listener, Stream};
 use crate::value::{PointValue, ValueMesh};
 use crate::wire::{Envelope, Kind};
@@ -479,13 +479,27 @@ impl Runtime {
                 (ENV_PROC_RANK.to_string(), rank.to_string()),
             ]);
             let weak = Arc::downgrade(&self.inner);
-            let child = spawn_child(argv, env, addr.clone(), ready, move |child, exit| {
-                if let Some(rt) = weak.upgrade() {
-                    rt.child_exited(&child, &exit);
-                }
-            });
+            let opts = crate::process::SpawnOpts {
+                capture_output: crate::logs::capture_local(),
+                keep_fd: None,
+            };
+            let child = crate::process::spawn_child_with(
+                argv,
+                env,
+                addr.clone(),
+                ready,
+                opts,
+                move |child, exit| {
+                    if let Some(rt) = weak.upgrade() {
+                        rt.child_exited(&child, &exit);
+                    }
+                },
+            );
             match child {
-                Ok(c) => {
+                Ok((c, output)) => {
+                    if let Some((out, err)) = output {
+                        crate::logs::forward_local(out, err, rank as u64);
+                    }
                     self.inner
                         .children
                         .lock()

@@ -1633,10 +1633,10 @@ class HostMesh:
         # Workers import user modules (and a source-tree monarch) the way
         # this process does.
         env = [_new("char[]", b"PYTHONPATH=" + os.fsencode(_child_pythonpath()))]
-        if self._h is not None:
-            # Remote procs' output is piped to their agent and streamed
-            # here line by line: keep Python from block-buffering it.
-            env.append(_new("char[]", b"PYTHONUNBUFFERED=1"))
+        # Procs' output is piped (to the runtime here, or to their host
+        # agent) and printed line by line with a rank prefix: keep Python
+        # from block-buffering it.
+        env.append(_new("char[]", b"PYTHONUNBUFFERED=1"))
         c_env = _new("char *[]", env)
         if self._h is not None:
             st = lib.monarch_host_mesh_spawn_procs(

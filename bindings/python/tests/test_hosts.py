@@ -145,3 +145,20 @@ def test_remote_proc_listeners_refuse_unauthenticated_clients(agents):
         assert [g[1] for g in again] == [g[1] for g in got]
     finally:
         pm.stop().get(timeout=60)
+
+
+def test_local_proc_output_gets_rank_prefix(capfd):
+    from monarch.actor import this_host
+
+    pm = this_host().spawn_procs(per_host={"gpus": 2})
+    try:
+        am = pm.spawn("probe", HostProbe)
+        am.slice(gpus=1).say.call_one("local-line-from-one").get(timeout=60)
+        deadline = time.time() + 30
+        out = ""
+        while "local-line-from-one" not in out and time.time() < deadline:
+            time.sleep(0.05)
+            out += capfd.readouterr().out
+        assert "[rank 1] local-line-from-one" in out, out
+    finally:
+        pm.stop().get(timeout=60)
