@@ -17,7 +17,9 @@ use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+const PREPARED_TTL: Duration = Duration::from_secs(300);
 
 use monarch_core::completion::Completion;
 use monarch_core::process::{spawn_child_with, Child, SpawnOpts};
@@ -86,7 +88,9 @@ struct Agent {
     /// The IP we bind procs' sockets on, and the one we advertise.
     bind_ip: IpAddr,
     advertise: IpAddr,
-    prepared: Mutex<HashMap<String, TcpListener>>,
+    /// Sockets bound by `prepare`, waiting for `start` (dropped when
+    /// unused for `PREPARED_TTL`).
+    prepared: Mutex<HashMap<String, (TcpListener, Instant)>>,
     procs: Arc<Mutex<HashMap<String, Proc>>>,
 }
 
@@ -244,7 +248,7 @@ impl Agent {
                 IpAddr::V6(v6) => format!("tcp:[{v6}]:{port}"),
                 v4 => format!("tcp:{v4}:{port}"),
             };
-            prepared.insert(addr.clone(), l);
+            prepared.insert(addr.clone(), (l, Instant::now()));
             out.push(addr.into_bytes());
         }
         Ok(out)
@@ -276,6 +280,7 @@ impl Agent {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(addr)
+                .map(|(l, _)| l)
                 .ok_or_else(|| format!("start: {addr} was not prepared here"))?;
             let rank = base + i as u64;
             let fd = listener.as_raw_fd();
@@ -395,6 +400,10 @@ impl Agent {
 
     /// Kill the procs of controllers that are no longer connected.
     fn reap_orphaned(&self) {
+        self.prepared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (_, at)| at.elapsed() < PREPARED_TTL);
         let procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
         for (addr, p) in procs.iter() {
             if !self.rt.is_connected(&p.controller) {

@@ -290,3 +290,58 @@ fn a_controller_with_the_wrong_secret_cannot_attach() {
     };
     assert!(e.message.contains("authenticate"), "{e}");
 }
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        if after.split(' ').nth(1).and_then(|x| x.parse::<u32>().ok()) == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn sigterm_stops_the_agent_and_its_procs() {
+    init();
+    let mut a = Agent::start(SECRET);
+    let c = Controller {
+        rt: Runtime::new().unwrap(),
+    };
+    let (_hm, _pm, am) = spawn_2x2(&c, &[&a, &a]);
+    assert_eq!(call(&am, "rank").values.len(), 4);
+    let procs = children_of(a.child.id());
+    assert_eq!(procs.len(), 4, "agent children: {procs:?}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(a.child.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = a.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < HANG, "agent did not exit on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    for p in procs {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{p}")).exists()
+                || std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .map(|s| s.contains(") Z"))
+                    .unwrap_or(true),
+            "proc {p} outlived its agent"
+        );
+    }
+    // The controller sees those ranks fail.
+    let r = ranks(&call(&am, "rank"));
+    assert!(r.iter().all(|v| v.is_err()), "{r:?}");
+}
