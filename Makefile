@@ -31,11 +31,11 @@ CARGO_PROFILE := --release
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 .PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean \
-	cpp test-cpp cpp-asan bench-cpp bench-hosts
+	cpp test-cpp cpp-asan bench-cpp bench-hosts slurm-install slurm-up slurm-down test-slurm slurm-tests
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
-	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), orphan check (what CI runs)"
+	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), SLURM tests, orphan check (what CI runs)"
 	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
 	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
 	@echo "make install   pip install ./bindings/python into .venv"
@@ -49,6 +49,8 @@ help:
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
 	@echo "make bench-cpp the C++ ping benchmark (benches/cpp_ping.cpp)"
 	@echo "make bench-hosts ping/broadcast: this host vs host agents over TCP (namespaced hosts need root)"
+	@echo "make test-slurm the SLURM allocator tests on a test cluster on this machine (root; installs slurm-wlm munge if missing)"
+	@echo "make slurm-up  start the test SLURM cluster (scripts/slurm/up.sh); make slurm-down stops it"
 	@echo "make clean     remove build outputs (cargo, Python build dirs)"
 	@echo "make distclean clean, and remove .venv"
 
@@ -117,6 +119,27 @@ cpp-asan: cpp
 bench-cpp: cpp
 	$(CPP_BUILD)/examples/cpp_ping
 
+# ---------------------------------------------------------------- SLURM
+# A real SLURM cluster on this machine (munged, slurmctld, two slurmd on
+# 127.0.0.1), state under /tmp/monarch-slurm-<uid>; see docs/slurm.md.
+slurm-install:
+	scripts/slurm/install.sh
+
+slurm-up: slurm-install
+	scripts/slurm/up.sh
+
+slurm-down:
+	scripts/slurm/down.sh
+
+# with-cluster.sh installs SLURM if missing, brings the cluster up, runs the
+# tests with SLURM_CONF and MONARCH_SLURM_TEST=1, fails if a job is left in
+# the queue, and stops the cluster whatever happened.
+test-slurm: venv build install
+	scripts/slurm/with-cluster.sh $(MAKE) --no-print-directory slurm-tests
+
+slurm-tests:
+	$(CARGO) test $(CARGO_PROFILE) -p monarch-core --test slurm_alloc
+
 # ---------------------------------------------------------------- checks
 lint: venv check-cargo
 	$(CARGO) fmt --all -- --check
@@ -136,6 +159,7 @@ test: venv build install
 	$(VPY) -m pytest -q bindings/python/tests
 	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
 	$(MAKE) --no-print-directory test-cpp cpp-asan
+	$(MAKE) --no-print-directory test-slurm
 	scripts/check-orphans.sh
 
 # ---------------------------------------------------------------- clean
