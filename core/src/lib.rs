@@ -15,7 +15,9 @@
 //! - [`host`]: host meshes (procs started by host agents on other hosts)
 //! - [`logs`]: proc output streamed back to the controller
 //! - [`rdma`]: the data plane: registered buffers, one-sided read/write
+//! - [`allocator`]: obtaining host agents (SLURM)
 
+pub mod allocator;
 pub mod auth;
 pub mod completion;
 mod conn;

@@ -83,6 +83,25 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
     })
 }
 
+/// Run `spawn` (which forks, e.g. `Command::spawn`) on the long-lived
+/// spawner thread, so a `PR_SET_PDEATHSIG` set in its `pre_exec` fires when
+/// this process exits, not when the calling thread does.
+pub(crate) fn spawn_on_spawner<T: Send + 'static>(
+    spawn: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<std::io::Result<T>> {
+    let (tx, rx) = mpsc::channel();
+    let job: Job = Box::new(move || {
+        let _ = tx.send(spawn());
+    });
+    spawner()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(job)
+        .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
+    rx.recv()
+        .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))
+}
+
 /// Start `argv` with `env` added, as a child that dies with this process.
 /// `on_exit` runs on a reaper thread after the child has been reaped.
 pub fn spawn_child(
