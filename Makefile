@@ -139,6 +139,7 @@ test-slurm: venv build install
 
 slurm-tests:
 	$(CARGO) test $(CARGO_PROFILE) -p monarch-core --test slurm_alloc
+	$(VPY) -m pytest -q bindings/python/tests/test_slurm.py
 
 # ---------------------------------------------------------------- checks
 lint: venv check-cargo

@@ -86,6 +86,10 @@ typedef struct monarch_rdma_buffer monarch_rdma_buffer;
 // The runtime of this process (one per process).
 typedef struct monarch_runtime monarch_runtime;
 
+// A running SLURM job step with one host agent per node, attached as a
+// host mesh.
+typedef struct monarch_slurm_job monarch_slurm_job;
+
 // The gathered replies of a call: one value or error per point.
 typedef struct monarch_value_mesh monarch_value_mesh;
 
@@ -687,6 +691,56 @@ monarch_status monarch_rdma_default_backend(const char **out);
 // example: libibverbs.so.1 cannot be loaded, or no RDMA device). The
 // reason is a string owned by the library, valid for the process's life.
 monarch_status monarch_rdma_ibverbs_status(bool *available, const char **reason);
+
+// Start one host agent per node with srun and attach them as a host mesh
+// (dimension `hosts`, in srun's task order: task i on the i-th node).
+//
+// Inside a SLURM allocation (SLURM_JOB_ID set) the agents run as a job
+// step in it, and `nodes` 0 means all its nodes; outside one, srun asks
+// for a new allocation of `nodes` nodes (> 0). `agent_argv[0..agent_argc]`
+// is the agent command, valid on every node, e.g. {"/path/to/monarch",
+// "host", "--listen", "0.0.0.0:0"}; it gets this runtime's job secret in
+// its environment (MONARCH_JOB_TOKEN), never on a command line.
+// `srun_args[0..nsrun_args]` (may be NULL when 0) are more srun options,
+// e.g. "--partition=gpu", "--time=10", "--gpus-per-node=8". `timeout_ms`
+// bounds the wait for every agent to be ready, queueing included (< 0: the
+// default, 300 s). srun is `$MONARCH_SRUN` or `srun` on PATH.
+//
+// Blocks until every agent is ready and attached. On failure (no srun:
+// MONARCH_ERR_IO; allocation refused or an agent that died first:
+// MONARCH_ERR_PROC_FAILED; out of time: MONARCH_ERR_TIMEOUT) the last
+// error has srun's and the agents' last output, and nothing is left
+// running. On success writes a job handle to `*out`; the caller owns it
+// and frees it with `monarch_slurm_job_free`, which also stops the agents.
+monarch_status monarch_slurm_job_start(struct monarch_runtime *rt,
+                                       size_t nodes,
+                                       const char *const *agent_argv,
+                                       size_t agent_argc,
+                                       const char *const *srun_args,
+                                       size_t nsrun_args,
+                                       int64_t timeout_ms,
+                                       struct monarch_slurm_job **out);
+
+// Write a new handle for the job's host mesh to `*out` (free it with
+// `monarch_host_mesh_free`). The mesh works while the job runs; after
+// `monarch_slurm_job_stop` or `_free` its agents are gone.
+monarch_status monarch_slurm_job_host_mesh(struct monarch_slurm_job *job,
+                                           struct monarch_host_mesh **out);
+
+// Write the SLURM job id (e.g. "1234"), as a NUL-free string, to
+// `*out`/`*out_len` (empty if srun did not report it); free it with
+// `monarch_buffer_free`.
+monarch_status monarch_slurm_job_id(struct monarch_slurm_job *job, uint8_t **out, size_t *out_len);
+
+// Stop the job's agents and every proc they started, and end the srun
+// step (and the allocation, if srun made it). Blocks until srun has
+// exited (SIGTERM, then SIGKILL after 15 s). Idempotent. The handle stays
+// valid and must still be freed.
+monarch_status monarch_slurm_job_stop(struct monarch_slurm_job *job);
+
+// Free a job handle, stopping the job as `monarch_slurm_job_stop` does.
+// Host mesh handles taken from it stay valid to free.
+monarch_status monarch_slurm_job_free(struct monarch_slurm_job *job);
 
 #ifdef __cplusplus
 }  // extern "C"

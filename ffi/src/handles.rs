@@ -10,6 +10,8 @@ use monarch_core::{
     ActorMesh, Event, Future, HostMesh, PortReceiver, ProcMesh, Runtime, ValueMesh,
 };
 
+use monarch_core::allocator::slurm::SlurmJob;
+
 use crate::status::{Fail, MONARCH_ERR_INVALID_HANDLE};
 
 /// A ValueMesh plus the NUL-terminated copies of its error messages that
@@ -39,6 +41,7 @@ pub enum Object {
     Event(Arc<HeldEvent>),
     PortReceiver(Arc<PortReceiver>),
     RdmaBuffer(Arc<Buffer>),
+    SlurmJob(Arc<SlurmJob>),
 }
 
 impl Object {
@@ -53,6 +56,7 @@ impl Object {
             Object::Event(_) => "event",
             Object::PortReceiver(_) => "port receiver",
             Object::RdmaBuffer(_) => "rdma buffer",
+            Object::SlurmJob(_) => "slurm job",
         }
     }
 }

@@ -11,6 +11,7 @@
 mod handles;
 mod hosts;
 pub mod rdma;
+mod slurm;
 mod status;
 
 use std::ffi::{c_char, c_int};
@@ -22,6 +23,7 @@ pub use hosts::*;
 use monarch_core::{
     ActorMesh, CallMode, Error, MeshView, PointValue, PortRef, ProcMesh, Runtime, Shape,
 };
+pub use slurm::*;
 pub use status::*;
 
 /// The ABI version this library implements. Bumped on any incompatible

@@ -565,6 +565,25 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     CHECK_OK(monarch_runtime_job_token(rt, &buf, &len));
     CHECK(buf && len >= 16, "job token is too short: %zu", len);
     monarch_buffer_free(buf, len);
+    /* SLURM jobs: bad handles and arguments (no srun is run). */
+    monarch_slurm_job *sj = NULL;
+    const char *agent[] = {"monarch", "host", "--listen", "127.0.0.1:0"};
+    CHECK_STATUS(monarch_slurm_job_free(NULL), MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_slurm_job_free((monarch_slurm_job *)pm), MONARCH_ERR_INVALID_HANDLE,
+                 "proc mesh");
+    CHECK_STATUS(monarch_slurm_job_stop((monarch_slurm_job *)rt), MONARCH_ERR_INVALID_HANDLE,
+                 "runtime");
+    CHECK_STATUS(monarch_slurm_job_host_mesh((monarch_slurm_job *)am, &hm),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+    CHECK_STATUS(monarch_slurm_job_id(NULL, &buf, &len), MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_slurm_job_start((monarch_runtime *)pm, 2, agent, 4, NULL, 0, -1, &sj),
+                 MONARCH_ERR_INVALID_HANDLE, "proc mesh");
+    CHECK_STATUS(monarch_slurm_job_start(rt, 2, NULL, 0, NULL, 0, -1, &sj),
+                 MONARCH_ERR_INVALID_ARGUMENT, "agent_argv is empty");
+    CHECK_STATUS(monarch_slurm_job_start(rt, 2, agent, 4, NULL, 1, -1, &sj),
+                 MONARCH_ERR_INVALID_ARGUMENT, "srun_args");
+    CHECK_STATUS(monarch_slurm_job_start(rt, 2, agent, 4, NULL, 0, -1, NULL),
+                 MONARCH_ERR_INVALID_ARGUMENT, "out");
     /* The wrongly-typed free did not free the proc mesh. */
     CHECK_OK(monarch_proc_mesh_shape(pm, &buf, &len));
     CHECK(buf && len > 0, "proc mesh shape is empty");

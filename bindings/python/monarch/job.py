@@ -14,6 +14,14 @@ connection is authenticated with the job secret: the controller's
 ``MONARCH_JOB_TOKEN`` (set it before the first use of the runtime) must
 equal the agents'. :func:`job_secret` returns the secret the runtime uses,
 for allocators that start agents themselves.
+
+On SLURM, :class:`SlurmJob` starts the agents itself with ``srun`` (one
+per node), inside the current allocation or in a new one::
+
+    from monarch.job import SlurmJob
+
+    with SlurmJob(nodes=2, partition="gpu", time="1:00:00") as job:
+        procs = job.host_mesh().spawn_procs(per_host={"gpus": 8})
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import os
 from ._lib import check, ffi, lib, runtime, take_buffer
 from .actor import HostMesh
 
-__all__ = ["Job", "HostListJob", "job_secret"]
+__all__ = ["Job", "HostListJob", "SlurmJob", "job_secret"]
 
 
 def job_secret() -> str:
@@ -80,3 +88,121 @@ class HostListJob(Job):
 
     def __repr__(self):
         return f"HostListJob({self.hosts!r})"
+
+
+def _slurm_job_free(h):
+    lib.monarch_slurm_job_free(h)
+
+
+class SlurmJob(Job):
+    """Hosts from SLURM: ``srun`` starts one host agent (``monarch host``)
+    per node, and their addresses become a host mesh (dimension ``hosts``,
+    in node order).
+
+    Inside an allocation (``SLURM_JOB_ID`` set: under ``salloc`` or in an
+    ``sbatch`` script) the agents run as a job step there, and ``nodes=None``
+    means all its nodes; outside one, srun asks SLURM for a new allocation
+    of ``nodes`` nodes, which ends with the job. ``partition``, ``time``
+    (a SLURM time limit such as ``"30"`` or ``"1:00:00"``), ``account`` and
+    any ``srun_args`` (e.g. ``["--gpus-per-node=8"]``) are passed to srun.
+    ``listen`` is the agents' ``--listen`` address (``0.0.0.0:0``: every
+    interface, a free port, advertising the node's address); ``agent``
+    replaces the whole agent command (it must print the READY line as
+    ``monarch host`` does). ``timeout`` (seconds) bounds the wait for every
+    agent, time in the queue included. The agent binary
+    (:func:`monarch.actor.monarch_binary`) must exist at the same path on
+    every node. The job secret reaches the agents through srun's
+    environment, never a command line.
+
+    The agents start on the first :meth:`host_mesh`; :meth:`kill` (or
+    leaving a ``with`` block, or garbage collection of the job) stops them,
+    their procs and the step (and the allocation srun made). If this
+    process dies, srun is told to stop too."""
+
+    def __init__(
+        self,
+        nodes: int | None = None,
+        *,
+        partition: str | None = None,
+        time: str | None = None,
+        account: str | None = None,
+        srun_args=(),
+        listen: str = "0.0.0.0:0",
+        agent=None,
+        timeout: float = 300.0,
+    ):
+        if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
+            raise ValueError(f"nodes must be a positive int or None (all nodes of the allocation), not {nodes!r}")
+        if nodes is None and not os.environ.get("SLURM_JOB_ID"):
+            raise ValueError(
+                "SlurmJob(nodes=None) means all nodes of the current allocation, but SLURM_JOB_ID is not set"
+            )
+        self.nodes = nodes
+        args = []
+        if partition:
+            args.append(f"--partition={partition}")
+        if time:
+            args.append(f"--time={time}")
+        if account:
+            args.append(f"--account={account}")
+        if isinstance(srun_args, str):
+            raise TypeError("srun_args is a list of arguments, not a string")
+        args += [str(a) for a in srun_args]
+        self.srun_args = args
+        self.listen = listen
+        self.agent = None if agent is None else [str(a) for a in agent]
+        self.timeout = float(timeout)
+        self._h = None
+        self._mesh = None
+
+    def _agent_argv(self):
+        if self.agent is not None:
+            return self.agent
+        from .actor import monarch_binary
+
+        return [monarch_binary(), "host", "--listen", self.listen]
+
+    def host_mesh(self) -> HostMesh:
+        """Start the agents (once; blocks until all are ready and attached)
+        and return their host mesh."""
+        if self._mesh is not None:
+            return self._mesh
+        if self._h is not None:
+            raise RuntimeError("this SlurmJob was killed")
+        from .actor import _c_strings, _hm_free
+
+        argv = self._agent_argv()
+        c_argv, keep_a = _c_strings(argv)
+        c_args, keep_s = _c_strings(self.srun_args)
+        out = ffi.new("monarch_slurm_job **")
+        timeout_ms = max(0, int(self.timeout * 1000))
+        st = lib.monarch_slurm_job_start(
+            runtime(), self.nodes or 0, c_argv, len(argv), c_args, len(self.srun_args), timeout_ms, out
+        )
+        del keep_a, keep_s
+        check(st, "cannot start host agents with srun")
+        self._h = ffi.gc(out[0], _slurm_job_free)
+        hm = ffi.new("monarch_host_mesh **")
+        check(lib.monarch_slurm_job_host_mesh(self._h, hm))
+        self._mesh = HostMesh._wrap(ffi.gc(hm[0], _hm_free))
+        return self._mesh
+
+    @property
+    def job_id(self) -> str | None:
+        """The SLURM job id once the agents run (None before)."""
+        if self._h is None:
+            return None
+        buf = ffi.new("uint8_t **")
+        n = ffi.new("size_t *")
+        check(lib.monarch_slurm_job_id(self._h, buf, n))
+        return take_buffer(buf[0], n[0]).decode() or None
+
+    def kill(self) -> None:
+        """Stop the agents and their procs, and end the srun step (and the
+        allocation it made). Blocks until srun has exited. Idempotent."""
+        if self._h is not None:
+            check(lib.monarch_slurm_job_stop(self._h))
+        self._mesh = None
+
+    def __repr__(self):
+        return f"SlurmJob(nodes={self.nodes!r}, srun_args={self.srun_args!r})"

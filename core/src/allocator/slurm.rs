@@ -27,6 +27,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::host::HostMesh;
+use crate::runtime::Runtime;
 
 /// The line an agent prints once it listens.
 pub const READY_PREFIX: &str = "MONARCH_HOST_READY ";
@@ -523,6 +525,65 @@ impl SlurmAgents {
 impl Drop for SlurmAgents {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A host mesh on SLURM nodes: the agents srun started, attached.
+///
+/// Dropping it (or [`SlurmJob::stop`]) stops the agents, and with them
+/// every proc they started; the [`HostMesh`] and proc meshes obtained from
+/// it then fail like meshes of lost hosts.
+pub struct SlurmJob {
+    agents: SlurmAgents,
+    mesh: HostMesh,
+}
+
+impl std::fmt::Debug for SlurmJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlurmJob")
+            .field("agents", &self.agents)
+            .finish()
+    }
+}
+
+impl SlurmJob {
+    /// Start the agents (see [`SlurmAgents::start`]) with this runtime's
+    /// job secret in their environment (`MONARCH_JOB_TOKEN`), and attach
+    /// them as a host mesh of dimension `hosts`, in task (node) order.
+    pub fn start(rt: &Runtime, opts: &SlurmOptions) -> Result<SlurmJob> {
+        let mut opts = opts.clone();
+        opts.env.retain(|(k, _)| k != "MONARCH_JOB_TOKEN");
+        opts.env
+            .push(("MONARCH_JOB_TOKEN".to_string(), rt.job_token().to_string()));
+        let agents = SlurmAgents::start(&opts)?;
+        // On failure `agents` is dropped here, which stops srun.
+        let mesh = HostMesh::attach(rt, agents.addrs()).map_err(|e| {
+            Error::new(
+                e.kind,
+                format!(
+                    "slurm: agents started ({}) but attaching them failed: {}",
+                    agents.addrs().join(", "),
+                    e.message
+                ),
+            )
+        })?;
+        Ok(SlurmJob { agents, mesh })
+    }
+
+    /// The host mesh of the job's agents.
+    pub fn host_mesh(&self) -> &HostMesh {
+        &self.mesh
+    }
+
+    /// The srun step behind it.
+    pub fn agents(&self) -> &SlurmAgents {
+        &self.agents
+    }
+
+    /// Stop the agents (and their procs) and end the step, and the job if
+    /// srun made it. Idempotent; also done on drop.
+    pub fn stop(&self) {
+        self.agents.stop();
     }
 }
 
