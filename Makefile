@@ -31,7 +31,7 @@ CARGO_PROFILE := --release
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 .PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean \
-	cpp test-cpp cpp-asan bench-cpp bench-hosts slurm-install slurm-up slurm-down test-slurm slurm-tests
+	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
@@ -49,6 +49,7 @@ help:
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
 	@echo "make bench-cpp the C++ ping benchmark (benches/cpp_ping.cpp)"
 	@echo "make bench-hosts ping/broadcast: this host vs host agents over TCP (namespaced hosts need root)"
+	@echo "make bench-slurm time to a 2-node SLURM host mesh and a first reply (test cluster, root)"
 	@echo "make test-slurm the SLURM allocator tests on a test cluster on this machine (root; installs slurm-wlm munge if missing)"
 	@echo "make slurm-up  start the test SLURM cluster (scripts/slurm/up.sh); make slurm-down stops it"
 	@echo "make clean     remove build outputs (cargo, Python build dirs)"
@@ -89,6 +90,10 @@ bench: venv install
 
 bench-hosts: venv build install
 	$(VPY) benches/hosts.py
+
+# Bring-up of a 2-node SLURM host mesh on the test cluster (root).
+bench-slurm: venv build install
+	scripts/slurm/with-cluster.sh $(VPY) benches/slurm.py
 
 # ---------------------------------------------------------------- C++
 # The CMake package (bindings/cpp) installed into $(CPP_PREFIX); the tests
