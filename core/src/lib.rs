@@ -7,6 +7,7 @@
 //! - [`runtime`]: this process's proc: connections, routing, actors, ports
 //!   (its `io` submodule: how threads wait and read the sockets)
 //! - [`mesh`]: proc meshes and actor meshes
+//! - [`local`]: in-process procs (scale tests, benchmarks)
 //! - [`multicast`]: the tree a cast travels down
 //! - [`port`]: port references, stream ports and their receivers
 //! - [`value`]: gathered replies
@@ -26,6 +27,7 @@ pub mod frame;
 pub mod geometry;
 pub mod host;
 pub mod logs;
+pub mod local;
 pub mod mesh;
 pub mod multicast;
 pub mod port;
