@@ -104,14 +104,21 @@ fn main() {
         "sender cpu",
         "sends"
     );
-    println!("{:>6} | {:^43} | {:^43}", "", "fan-out 16 (us)", "fan-out N (us)");
+    println!(
+        "{:>6} | {:^43} | {:^43}",
+        "", "fan-out 16 (us)", "fan-out N (us)"
+    );
     let sizes: &[usize] = if quick {
         &[16, 256, 4096]
     } else {
         &[16, 64, 256, 1024, 4096]
     };
     for &n in sizes {
-        let iters = if quick { 20 } else { (200_000 / n).clamp(30, 2000) };
+        let iters = if quick {
+            20
+        } else {
+            (200_000 / n).clamp(30, 2000)
+        };
         let t = measure(n, 16, iters);
         let f = measure(n, n.max(2), iters);
         println!(

@@ -304,7 +304,7 @@ impl Shared {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .is_empty();
-                    if !(more && !p.scheduled.swap(true, Ordering::AcqRel)) {
+                    if !more || p.scheduled.swap(true, Ordering::AcqRel) {
                         return;
                     }
                 }
@@ -361,11 +361,13 @@ impl Shared {
 mod tests {
     use super::*;
 
-    /// Records (method, first part) of every message; answers its point
-    /// and base rank.
+    /// Per base rank: (method, first part as u64) of each message, in order.
+    type Log = Arc<Mutex<Vec<Vec<(String, u64)>>>>;
+
+    /// Records every message; answers its point and base rank.
     struct Recorder {
         base: usize,
-        log: Arc<Mutex<Vec<Vec<(String, u64)>>>>,
+        log: Log,
     }
 
     impl LocalActor for Recorder {
@@ -390,7 +392,7 @@ mod tests {
         }
     }
 
-    fn cluster(n: usize, k: usize) -> (LocalCluster, Arc<Mutex<Vec<Vec<(String, u64)>>>>) {
+    fn cluster(n: usize, k: usize) -> (LocalCluster, Log) {
         let c = LocalCluster::new(n, 2, k);
         let log = Arc::new(Mutex::new(vec![Vec::new(); n]));
         let l = log.clone();
@@ -412,7 +414,13 @@ mod tests {
         let (c, log) = cluster(4096, 16);
         let shape = Shape::new(&[("hosts", 64), ("gpus", 64)]).unwrap();
         let f = c
-            .cast("rec", "ping", vec![7u64.to_le_bytes().to_vec()], &shape, true)
+            .cast(
+                "rec",
+                "ping",
+                vec![7u64.to_le_bytes().to_vec()],
+                &shape,
+                true,
+            )
             .unwrap()
             .unwrap();
         assert!(f.wait(Some(std::time::Duration::from_secs(120))));
@@ -479,7 +487,10 @@ mod tests {
                 break;
             }
             for (r, g) in got.iter().enumerate() {
-                assert!(g.windows(2).all(|w| w[0] < w[1]), "rank {r} out of order: {g:?}");
+                assert!(
+                    g.windows(2).all(|w| w[0] < w[1]),
+                    "rank {r} out of order: {g:?}"
+                );
             }
             assert!(std::time::Instant::now() < deadline, "casts not delivered");
             std::thread::sleep(std::time::Duration::from_millis(5));
