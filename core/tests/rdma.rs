@@ -363,11 +363,7 @@ fn wrong_token_is_refused() {
         buf.set_backend(b);
         let mut dst = vec![0u8; 16];
         let e = buf.read_into(0, dst.as_mut_ptr() as usize, 16).unwrap_err();
-        assert!(
-            e.message.contains("authentication"),
-            "{b:?}: {}",
-            e.message
-        );
+        assert!(e.message.contains("authentication"), "{b:?}: {}", e.message);
     }
 }
 
