@@ -11,10 +11,24 @@ that libmonarch lends us (no copy). That memory belongs to an event or a
 value-mesh handle; each view keeps a :class:`HandleOwner` alive, and the
 handle is freed only when the last view (and whatever was built on it, e.g.
 a numpy array) is gone.
+
+Large out-of-band buffers (at least ``MONARCH_DATA_PLANE_THRESHOLD`` bytes,
+default 1 MiB; 0 disables) do not travel through the control socket: the
+sender registers each as an RDMA buffer (``monarch.rdma``) and sends its
+small descriptor in its place, wrapping the pickle stream in a
+``_Remote`` record that says which parts are descriptors; the receiver
+pulls the bytes one-sided (same host: ``process_vm_readv``) into fresh
+memory and releases them. The sender keeps its buffer registered and alive
+until every receiver has released it (N for a call to N actors). The
+receiver reads the sender's memory when it unpickles the message, so a
+sender that modifies an array after sending it, before the receivers have
+handled the message, changes what they receive (as with any one-sided
+transfer).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import cloudpickle
@@ -30,10 +44,53 @@ _buffer = ffi.buffer
 _from_buffer = ffi.from_buffer
 _new = ffi.new
 _gc = ffi.gc
+_THRESHOLD = int(os.environ.get("MONARCH_DATA_PLANE_THRESHOLD", str(1 << 20)))
 
 
-def dumps(obj) -> list:
-    """Serialize ``obj`` into a list of buffers (parts)."""
+class _Remote:
+    """Part 0 of a payload whose large buffers travel on the data plane:
+    the real pickle stream, and the indices (among parts[1:]) of the parts
+    that are buffer descriptors."""
+
+    __slots__ = ("stream", "remote")
+
+    def __init__(self, stream, remote):
+        self.stream = stream
+        self.remote = remote
+
+    def __reduce__(self):
+        return (_Remote, (self.stream, self.remote))
+
+    def resolve(self, buffers):
+        from . import rdma
+
+        pulled = rdma._pull_payloads([buffers[i] for i in self.remote])
+        bufs = list(buffers)
+        for i, b in zip(self.remote, pulled):
+            bufs[i] = b
+        return _loads(self.stream, buffers=bufs)
+
+
+def _to_data_plane(first, bufs, readers):
+    from . import rdma
+
+    n = readers() if callable(readers) else readers
+    parts = [None]
+    remote = []
+    for i, b in enumerate(bufs):
+        if b.nbytes >= _THRESHOLD:
+            parts.append(rdma._register_payload(b, n))
+            remote.append(i)
+        else:
+            parts.append(b)
+    parts[0] = _dumps(_Remote(first, tuple(remote)), _PROTOCOL)
+    return parts
+
+
+def dumps(obj, readers=1) -> list:
+    """Serialize ``obj`` into a list of buffers (parts). ``readers`` (an
+    int, or a callable giving it) is how many receivers will unpickle the
+    parts: data-plane buffers are released after that many pulls."""
     if type(obj) in _SIMPLE:
         return [_dumps(obj, _PROTOCOL)]
     bufs = []
@@ -48,11 +105,15 @@ def dumps(obj) -> list:
 
     first = _cp_dumps(obj, protocol=_PROTOCOL, buffer_callback=cb)
     if bufs:
+        if _THRESHOLD > 0:
+            for b in bufs:
+                if b.nbytes >= _THRESHOLD:
+                    return _to_data_plane(first, bufs, readers)
         return [first, *bufs]
     return [first]
 
 
-def dumps_call(args: tuple, kwargs: dict) -> list:
+def dumps_call(args: tuple, kwargs: dict, readers=1) -> list:
     """Serialize the (args, kwargs) of a call; plain pickle when every
     argument is a simple builtin value (much cheaper than cloudpickle)."""
     if not kwargs:
@@ -61,7 +122,7 @@ def dumps_call(args: tuple, kwargs: dict) -> list:
                 break
         else:
             return [_dumps((args, kwargs), _PROTOCOL)]
-    return dumps((args, kwargs))
+    return dumps((args, kwargs), readers)
 
 
 def to_c_parts(parts: list, one=None):
@@ -129,4 +190,7 @@ def loads_parts(ptrs_lens, owner: HandleOwner | None):
     if len(ptrs_lens) == 1:
         return _loads(stream)
     buffers = [borrowed_view(p, n, owner) for (p, n) in ptrs_lens[1:]]
-    return _loads(stream, buffers=buffers)
+    obj = _loads(stream, buffers=buffers)
+    if type(obj) is _Remote:
+        return obj.resolve(buffers)
+    return obj

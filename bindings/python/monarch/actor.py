@@ -1149,7 +1149,7 @@ def send(endpoint, args=(), kwargs=None, port=None, selection="all") -> None:
     if port._ref is None:
         return send(endpoint, args, kwargs, None, selection)
     mesh._check_live()
-    arr, n, keep = mesh._parts(endpoint, args, kwargs)
+    arr, n, keep = mesh._parts(endpoint, args, kwargs, None if selection == "all" else 1)
     mode = CALL_ALL if selection == "all" else CALL_CHOOSE
     st = lib.monarch_actor_mesh_send(mesh._h, endpoint._cname, arr, n, port._ref, len(port._ref), mode)
     del keep
@@ -1262,15 +1262,16 @@ class ActorMesh(_MeshTrait):
                     f"actor mesh {self._name!r} cannot be used: its {st.what} was stopped"
                 )
 
-    def _parts(self, ep: EndpointRef, args, kwargs):
-        """``(monarch_bytes[], n, keep)`` of a call's arguments."""
+    def _parts(self, ep: EndpointRef, args, kwargs, readers=None):
+        """``(monarch_bytes[], n, keep)`` of a call's arguments (``readers``:
+        how many actors receive them; default: all of this mesh)."""
         if ep._raw:
             what = f"{self._class_name}.{ep._name}"
             if kwargs:
                 raise TypeError(f"raw endpoint {what} takes no keyword arguments")
             return _raw_parts(args, f"raw endpoint {what}")
         try:
-            parts = _serial.dumps_call(args, kwargs)
+            parts = _serial.dumps_call(args, kwargs, readers or self.__len__)
         except Exception as e:
             raise TypeError(
                 f"cannot send the arguments of {self._class_name}.{ep._name}: {type(e).__name__}: {e}"
@@ -1285,7 +1286,9 @@ class ActorMesh(_MeshTrait):
         if ep._raw:
             return self._send_raw(ep, args, kwargs, mode)
         try:
-            parts = _serial.dumps_call(args, kwargs)
+            parts = _serial.dumps_call(
+                args, kwargs, 1 if mode == CALL_ONE or mode == CALL_CHOOSE else self.__len__
+            )
         except Exception as e:
             raise TypeError(
                 f"cannot send the arguments of {self._class_name}.{ep._name}: {type(e).__name__}: {e}"
@@ -1428,7 +1431,7 @@ class ProcMesh(_MeshTrait):
         _check_endpoint_kinds(cls)
         self._check_live()
         try:
-            parts = _serial.dumps((cls, args, kwargs))
+            parts = _serial.dumps((cls, args, kwargs), self.__len__)
         except Exception as e:
             raise TypeError(
                 f"cannot send {cls.__qualname__} and its constructor arguments: {type(e).__name__}: {e}"

@@ -146,11 +146,13 @@ pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
 pub fn client_handshake(s: &mut Stream, token: &str, my_id: &str, owner: &str) -> Result<()> {
     crate::auth::connect_handshake(s, token.as_bytes(), my_id)
         .map(|_| ())
-        .map_err(|e| {
-            Error::new(
+        .map_err(|e| match e {
+            // The connection broke: the owner is gone (or going).
+            crate::auth::AuthError::Io(e) => lost(owner, "the data-plane handshake", e),
+            e => Error::new(
                 ErrorKind::Io,
                 format!("data-plane authentication with proc {owner} failed: {e}"),
-            )
+            ),
         })
 }
 
