@@ -43,7 +43,7 @@ help:
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
-	@echo "make bench     run benches/run.py, benches/meshes.py and the in-process local_cast example"
+	@echo "make bench     run benches/run.py, benches/rdma.py (data plane), benches/meshes.py and the in-process local_cast example"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
@@ -87,6 +87,7 @@ demo: venv install
 
 bench: venv install
 	$(VPY) benches/run.py
+	$(VPY) benches/rdma.py
 	$(VPY) benches/meshes.py
 	$(CARGO) run $(CARGO_PROFILE) -q -p monarch-core --example local_cast
 

@@ -293,9 +293,21 @@ def _register_payload(mv: memoryview, readers: int) -> bytes:
     return desc
 
 
+def _alloc(n: int):
+    """Fresh writable memory for a pulled payload. numpy's allocator is
+    preferred when numpy is there: it asks for transparent huge pages, so
+    the first touch of 64 MiB costs a few dozen page faults instead of
+    16,384 (several times faster on a VM); else a bytearray."""
+    try:
+        import numpy
+    except ImportError:
+        return bytearray(n)
+    return numpy.empty(n, dtype=numpy.uint8)
+
+
 def _pull_payloads(descs) -> list:
     """Read payload buffers (started together), release them at their
-    owner, and return them as bytearrays."""
+    owner, and return them (as writable byte arrays)."""
     rt = runtime()
     started = []
     try:
@@ -306,7 +318,7 @@ def _pull_payloads(descs) -> list:
             h = ffi.gc(out[0], lib.monarch_rdma_buffer_free)
             size = ffi.new("uint64_t *")
             check(lib.monarch_rdma_buffer_size(h, size))
-            dst = bytearray(size[0])
+            dst = _alloc(size[0])
             ptr = ffi.from_buffer("uint8_t[]", dst)
             fut = ffi.new("monarch_future **")
             check(lib.monarch_rdma_read_into(h, 0, ptr, len(dst), fut), "cannot pull a payload")

@@ -1,0 +1,200 @@
+"""Data-plane benchmarks (monarch.rdma), printed as one table.
+
+Run with `make bench` (after benches/run.py) or `.venv/bin/python
+benches/rdma.py [--quick]`. Every row has the floor measured in the same run:
+
+- same-host read_into of 64 MiB and 1 GiB from an actor's buffer in another
+  proc, vs a plain memcpy (numpy.copyto) of the same size in this process;
+- the same over the TCP backend, vs a raw loopback TCP socket copy of the
+  same size between two processes;
+- a 64 MiB numpy argument of a call (data plane under pickle), vs the same
+  call with the data plane off (bytes through the control socket);
+- control-message ping latency (median) while 1 GiB transfers run back to
+  back, vs idle (target: within 2x).
+
+Destinations are allocated and touched before timing (as for memcpy). The
+machine is shared: each figure is the best and the median of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+from monarch import _serial
+from monarch.actor import Actor, endpoint, this_host
+from monarch.rdma import RDMABuffer
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+class Holder(Actor):
+    def __init__(self):
+        self.bufs = {}
+
+    @endpoint
+    def make(self, n):
+        mem = np.ones(n, dtype=np.uint8)
+        self.bufs[n] = (mem, RDMABuffer(mem))
+        return self.bufs[n][1]
+
+    @endpoint
+    def ping(self):
+        return None
+
+    @endpoint
+    def nbytes(self, arr):
+        return arr.nbytes
+
+
+def timed(fn, reps):
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return ts
+
+
+def rate(n, ts):
+    """'best / median GB/s'"""
+    return f"{n / min(ts) / 1e9:.2f} / {n / statistics.median(ts) / 1e9:.2f} GB/s"
+
+
+def _sink(port, n, reps):
+    s = socket.create_connection(("127.0.0.1", port))
+    buf = bytearray(n)
+    mv = memoryview(buf)
+    for _ in range(reps):
+        got = 0
+        while got < n:
+            got += s.recv_into(mv[got:], n - got)
+        s.sendall(b"k")
+    s.close()
+
+
+def raw_tcp(n, reps):
+    """Loopback TCP: this process sends n bytes, a child receives them."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    p = mp.get_context("fork").Process(target=_sink, args=(ls.getsockname()[1], n, reps))
+    p.start()
+    c, _ = ls.accept()
+    data = np.ones(n, dtype=np.uint8)
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        c.sendall(memoryview(data))
+        c.recv(1)
+        ts.append(time.perf_counter() - t)
+    p.join()
+    c.close()
+    ls.close()
+    return ts
+
+
+def ping_median(actor, seconds):
+    lat = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        actor.ping.call_one().get()
+        lat.append(time.perf_counter() - t)
+    return statistics.median(lat), len(lat)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = ap.parse_args()
+    reps_small, reps_big = (3, 2) if args.quick else (8, 3)
+    rows = []
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    holder = procs.slice(gpus=0).spawn("holder", Holder)
+    other = procs.slice(gpus=1).spawn("other", Holder)
+
+    for n, reps, label in ((64 * MiB, reps_small, "64 MiB"), (GiB, reps_big, "1 GiB")):
+        src = np.ones(n, dtype=np.uint8)
+        dst = np.zeros(n, dtype=np.uint8)
+        memcpy = timed(lambda s=src, d=dst: np.copyto(d, s), reps)
+        del src
+        buf = holder.make.call_one(n).get(timeout=120)
+        for backend in ("same_host", "tcp"):
+            os.environ["MONARCH_RDMA_BACKEND"] = backend
+            h = holder.make.call_one(n).get(timeout=120) if backend == "tcp" else buf
+            h.read_into(dst, timeout=300).get()  # warm (connections, pages)
+            ts = timed(lambda h=h, d=dst: h.read_into(d, timeout=300).get(), reps)
+            assert dst[0] == 1 and dst[-1] == 1
+            if backend == "same_host":
+                floor = f"memcpy {rate(n, memcpy)}"
+                target = ">= 4 GB/s"
+            else:
+                floor = f"raw loopback TCP {rate(n, raw_tcp(n, reps))}"
+                target = ""
+            rows.append((f"read_into {label} ({h.backend()}, best / median)", rate(n, ts), target, floor))
+        os.environ.pop("MONARCH_RDMA_BACKEND", None)
+        del dst
+
+    # A 64 MiB numpy argument: data plane vs control socket.
+    arr = np.ones(64 * MiB, dtype=np.uint8)
+    one = other
+    one.nbytes.call_one(arr).get(timeout=120)
+    on = timed(lambda: one.nbytes.call_one(arr).get(timeout=120), reps_small)
+    saved = _serial._THRESHOLD
+    _serial._THRESHOLD = 0
+    one.nbytes.call_one(arr).get(timeout=120)
+    off = timed(lambda: one.nbytes.call_one(arr).get(timeout=120), reps_small)
+    _serial._THRESHOLD = saved
+    rows.append(("64 MiB numpy argument (best / median)", rate(64 * MiB, on), ">= 4 GB/s",
+                 f"via control socket {rate(64 * MiB, off)}"))
+
+    # Control ping while 1 GiB transfers run back to back.
+    secs = 1.0 if args.quick else 2.0
+    idle, _ = ping_median(other, secs)
+    for backend in ("same_host", "tcp"):
+        os.environ["MONARCH_RDMA_BACKEND"] = backend
+        big = holder.make.call_one(GiB).get(timeout=120)
+        dst = np.zeros(GiB, dtype=np.uint8)
+        big.read_into(dst, timeout=300).get()
+        stop = threading.Event()
+        moved = [0]
+
+        def pump(big=big, dst=dst, stop=stop, moved=moved):
+            while not stop.is_set():
+                big.read_into(dst, timeout=300).get()
+                moved[0] += 1
+
+        th = threading.Thread(target=pump)
+        th.start()
+        time.sleep(0.2)
+        busy, n = ping_median(other, secs)
+        stop.set()
+        th.join()
+        os.environ.pop("MONARCH_RDMA_BACKEND", None)
+        rows.append((f"ping during 1 GiB {backend} transfers (median)",
+                     f"{busy * 1e6:.0f} us ({busy / idle:.1f}x idle, {moved[0]} GiB moved)",
+                     "<= 2x idle", f"idle {idle * 1e6:.0f} us"))
+        del dst
+    procs.stop().get(timeout=60)
+
+    head = ("data plane", "measured", "target", "floor (same run)")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
+    print(" | ".join(h.ljust(w) for h, w in zip(head, widths)))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(c.ljust(w) for c, w in zip(r, widths)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
