@@ -29,6 +29,9 @@ fn init() {
         std::env::set_var("MONARCH_JOB_TOKEN", SECRET);
         // A cut link is noticed quickly (kernel TCP user timeout).
         std::env::set_var("MONARCH_TCP_TIMEOUT_MS", "3000");
+        // Casts travel down a tree of procs: with fan-out 2, procs on one
+        // agent forward to procs on the other (proc-to-proc TCP).
+        std::env::set_var("MONARCH_CAST_FANOUT", "2");
     });
 }
 
