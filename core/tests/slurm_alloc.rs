@@ -55,7 +55,7 @@ fn fake_agent_to(secret_dir: Option<&std::path::Path>) -> Vec<String> {
         "-c".into(),
         format!(
             "{save}echo \"MONARCH_HOST_READY 127.0.0.1:$((21000 + SLURM_PROCID))\"; \
-             echo \"node $SLURMD_NODENAME\"; exec sleep 600"
+             echo \"node $SLURMD_NODENAME\"; exec sleep 613.25"
         ),
     ]
 }
@@ -98,12 +98,13 @@ fn assert_queue_drains() {
     }
 }
 
-/// No stand-in agent (its `sleep 600`) is left running.
+/// No stand-in agent (its `sleep 613.25`, a duration nothing else uses) is
+/// left running.
 fn assert_no_agents_left() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = Command::new("pgrep")
-            .args(["-f", "^sleep 600$"])
+            .args(["-f", "^sleep 613[.]25$"])
             .output()
             .expect("run pgrep");
         let left = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -218,7 +219,7 @@ fn one_agent_dying_while_the_other_waits_fails_fast() {
     let agent = vec![
         "sh".into(),
         "-c".into(),
-        "if [ \"$SLURM_PROCID\" = 1 ]; then exit 0; fi; echo 'MONARCH_HOST_READY 127.0.0.1:21000'; exec sleep 600".into(),
+        "if [ \"$SLURM_PROCID\" = 1 ]; then exit 0; fi; echo 'MONARCH_HOST_READY 127.0.0.1:21000'; exec sleep 613.25".into(),
     ];
     let mut o = opts(2, agent);
     o.timeout = Duration::from_secs(120);
@@ -243,7 +244,7 @@ fn one_agent_dying_while_the_other_waits_fails_fast() {
 #[test]
 fn timeout_stops_srun_and_the_job() {
     let Some(_c) = cluster() else { return };
-    let agent = vec!["sh".into(), "-c".into(), "exec sleep 600".into()];
+    let agent = vec!["sh".into(), "-c".into(), "exec sleep 613.25".into()];
     let mut o = opts(2, agent);
     o.timeout = Duration::from_secs(3);
     let e = SlurmAgents::start(&o).unwrap_err();
@@ -259,7 +260,7 @@ fn malformed_ready_line_is_an_error() {
     let agent = vec![
         "sh".into(),
         "-c".into(),
-        "echo 'MONARCH_HOST_READY not-an-address'; exec sleep 600".into(),
+        "echo 'MONARCH_HOST_READY not-an-address'; exec sleep 613.25".into(),
     ];
     let e = SlurmAgents::start(&opts(2, agent)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::ProcFailed, "{}", e.message);

@@ -51,8 +51,19 @@ def wait_queue_empty(timeout=30):
 
 
 def agents_running():
+    """`monarch host` processes started by SLURM (SLURM_JOB_ID in their
+    environment): agents other tests start by hand do not count."""
     out = subprocess.run(["pgrep", "-f", "[m]onarch host --listen"], capture_output=True, text=True).stdout
-    return out.split()
+    ours = []
+    for pid in out.split():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(e.startswith(b"SLURM_JOB_ID=") for e in env):
+            ours.append(pid)
+    return ours
 
 
 def wait_no_agents(timeout=30):
