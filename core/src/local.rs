@@ -9,10 +9,11 @@
 //! sender puts it in the mailboxes of its first hops; each proc forwards it
 //! to the first hops below it, recomputing the split, then delivers it to
 //! its own actor. The transport is an in-memory mailbox instead of a
-//! socket, and replies fill the sender's gather port directly (one small
-//! completion per point, as with sockets; replies are not reduced on the
-//! way up). Per-sender FIFO holds for the same reason as with sockets: one
-//! path per sender and proc, FIFO mailboxes, in-order forwarding.
+//! socket. As with sockets, a gather's replies go back up the tree: each
+//! forwarding proc collects its subtree's replies and hands them to its
+//! parent in one batch, so the sender receives at most K batches. Per-sender
+//! FIFO holds for the same reason as with sockets: one path per sender and
+//! proc, FIFO mailboxes, in-order forwarding.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -43,14 +44,51 @@ struct CastMsg {
     actor: String,
     method: String,
     parts: Vec<Vec<u8>>,
-    /// None: nobody waits (broadcast).
-    gather: Option<Arc<LocalGather>>,
 }
 
 struct Delivery {
     msg: Arc<CastMsg>,
     /// This proc first, then the nodes below it that the cast concerns.
     nodes: Vec<Node>,
+    /// Where this proc's reply (and its subtree's) goes; None: nobody waits.
+    up: Option<Up>,
+}
+
+/// The next stop of replies on their way up.
+#[derive(Clone)]
+enum Up {
+    Root(Arc<LocalGather>),
+    Relay(Arc<LocalRelay>),
+}
+
+impl Up {
+    fn add(&self, values: Vec<(u64, PointValue)>) {
+        match self {
+            Up::Root(g) => g.fill_batch(values),
+            Up::Relay(r) => r.add(values),
+        }
+    }
+}
+
+/// A forwarding proc's collection of its subtree's replies.
+struct LocalRelay {
+    up: Up,
+    st: Mutex<(Vec<(u64, PointValue)>, usize)>,
+}
+
+impl LocalRelay {
+    fn add(&self, values: Vec<(u64, PointValue)>) {
+        let batch = {
+            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+            st.1 = st.1.saturating_sub(values.len());
+            st.0.extend(values);
+            if st.1 > 0 {
+                return;
+            }
+            std::mem::take(&mut st.0)
+        };
+        self.up.add(batch);
+    }
 }
 
 struct LocalProc {
@@ -67,15 +105,20 @@ struct LocalGather {
 }
 
 impl LocalGather {
-    fn fill(&self, slot: u64, value: PointValue) {
+    fn fill_batch(&self, values: Vec<(u64, PointValue)>) {
+        let mut filled = 0;
         {
             let mut v = self.values.lock().unwrap_or_else(|p| p.into_inner());
-            match v.get_mut(slot as usize) {
-                Some(cell) if cell.is_none() => *cell = Some(value),
-                _ => return,
+            for (slot, value) in values {
+                if let Some(cell) = v.get_mut(slot as usize) {
+                    if cell.is_none() {
+                        *cell = Some(value);
+                        filled += 1;
+                    }
+                }
             }
         }
-        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if filled > 0 && self.remaining.fetch_sub(filled, Ordering::AcqRel) == filled {
             let values = self
                 .values
                 .lock()
@@ -217,8 +260,8 @@ impl LocalCluster {
             actor: actor.to_string(),
             method: method.to_string(),
             parts,
-            gather: g,
         });
+        let up = g.map(Up::Root);
         let members = view.base_ranks().enumerate().map(|(slot, rank)| Node {
             rank,
             slot: slot as u64,
@@ -231,6 +274,7 @@ impl LocalCluster {
             self.shared.post(Delivery {
                 msg: msg.clone(),
                 nodes,
+                up: up.clone(),
             });
         }
         Ok(fut)
@@ -314,6 +358,7 @@ impl Shared {
 
     fn handle(&self, r: usize, d: Delivery) {
         let me = d.nodes[0];
+        let mut up = d.up;
         if d.nodes.len() > 1 {
             let routes = route(
                 Some(r),
@@ -324,10 +369,25 @@ impl Shared {
             );
             self.forwards
                 .fetch_add(routes.hops.len() as u64, Ordering::Relaxed);
+            // Our subtree's replies come to us and go up in one batch.
+            if let Some(parent) = up.take() {
+                let expected = routes
+                    .hops
+                    .iter()
+                    .flatten()
+                    .filter(|n| n.slot != FORWARD_ONLY)
+                    .count()
+                    + usize::from(me.slot != FORWARD_ONLY);
+                up = Some(Up::Relay(Arc::new(LocalRelay {
+                    up: parent,
+                    st: Mutex::new((Vec::with_capacity(expected), expected)),
+                })));
+            }
             for nodes in routes.hops {
                 self.post(Delivery {
                     msg: d.msg.clone(),
                     nodes,
+                    up: up.clone(),
                 });
             }
         }
@@ -345,14 +405,12 @@ impl Shared {
                 None => Err(format!("no actor '{}' on local proc {r}", msg.actor)),
             }
         };
-        if let Some(g) = &msg.gather {
-            g.fill(
-                me.slot,
-                match result {
-                    Ok(parts) => PointValue::Ok(parts),
-                    Err(e) => PointValue::error(e),
-                },
-            );
+        if let Some(up) = &up {
+            let value = match result {
+                Ok(parts) => PointValue::Ok(parts),
+                Err(e) => PointValue::error(e),
+            };
+            up.add(vec![(me.slot, value)]);
         }
     }
 }

@@ -404,6 +404,8 @@ impl ActorMesh {
                     failed(m.slot, Error::new(ErrorKind::ProcFailed, why));
                 }
                 let addr_of = |r: usize| procs[r].clone();
+                // A gather's replies are collected per subtree on the way up.
+                env.cast_relay = matches!(replies, Replies::Gather);
                 // Procs we started may still be starting: the forwarding
                 // procs can only connect to them once they listen.
                 for n in routes.hops.iter().flatten() {

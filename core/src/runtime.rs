@@ -202,6 +202,10 @@ pub(crate) struct Inner {
     ports: Mutex<HashMap<u64, Arc<Gather>>>,
     /// Stream ports (see `port`): channels and `stream()` casts.
     streams: Mutex<HashMap<u64, Arc<StreamPort>>>,
+    /// Multicast relays: replies of a cast's subtree collected here.
+    cast_relays: cast::Relays,
+    /// Ourselves (for paths that only have `&self`).
+    me: Weak<Inner>,
     /// Procs whose connection was lost (multicast routes around them).
     lost: Mutex<std::collections::HashSet<String>>,
     any_lost: AtomicBool,
@@ -359,6 +363,8 @@ impl Runtime {
             ports: Mutex::new(HashMap::default()),
             streams: Mutex::new(HashMap::default()),
             actors: Mutex::new(HashMap::default()),
+            cast_relays: Default::default(),
+            me: weak.clone(),
             lost: Mutex::new(std::collections::HashSet::new()),
             any_lost: AtomicBool::new(false),
             events: EventQueue {
@@ -983,6 +989,9 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .insert(peer.to_string());
         self.any_lost.store(true, Ordering::Relaxed);
+        if let Some(me) = self.me.upgrade() {
+            me.relay_peer_lost(peer, why);
+        }
         for (port, g) in ports {
             for (slot, p) in g.peers.iter().enumerate() {
                 if p == peer {
@@ -1035,7 +1044,7 @@ impl Inner {
     /// Handle one frame from `peer` (or from ourselves, for loopback).
     fn dispatch(self: &Arc<Self>, peer: &str, frame: Frame) {
         let Frame {
-            envelope: env,
+            envelope: mut env,
             parts,
         } = frame;
         match env.kind {
@@ -1074,7 +1083,7 @@ impl Inner {
                 };
                 if !env.cast_ranks.is_empty() {
                     // A multicast: pass it down the tree first.
-                    self.forward_cast(&env, &parts);
+                    self.forward_cast(&mut env, &parts);
                     if env.cast_slots.first() == Some(&crate::multicast::FORWARD_ONLY) {
                         return;
                     }
@@ -1224,6 +1233,13 @@ impl Inner {
             .get(&port)
             .cloned();
         let Some(g) = g else {
+            let value = match self.me.upgrade() {
+                Some(me) => match me.relay_fill(port, slot, value) {
+                    Some(v) => v,
+                    None => return,
+                },
+                None => value,
+            };
             let s = self
                 .streams
                 .lock()

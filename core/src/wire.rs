@@ -56,6 +56,8 @@ pub struct Envelope {
     pub cast_fanout: u32,
     /// Where replies go when not to `sender`.
     pub reply_to: String,
+    /// Forwarding procs collect their subtree's replies (see `multicast`).
+    pub cast_relay: bool,
 }
 
 impl Envelope {
@@ -142,6 +144,7 @@ impl Envelope {
                 cast_slots,
                 cast_fanout: self.cast_fanout,
                 reply_to,
+                cast_relay: self.cast_relay,
             },
         );
         fbb.finish_minimal(root);
@@ -207,6 +210,7 @@ impl Envelope {
                 .unwrap_or_default(),
             cast_fanout: e.cast_fanout(),
             reply_to: s(e.reply_to()),
+            cast_relay: e.cast_relay(),
         })
     }
 }

@@ -82,6 +82,17 @@ SCRIPT = textwrap.dedent(
         print("later cast failures:", sorted(p for p, _, _ in e.failures))
     live = m.slice(gpus=slice(1, 8))
     print("live:", list(live.rank.call().get(timeout=60).values()))
+    # A leaf lost while its forwarder (base rank 2, now reached directly)
+    # holds the replies of its subtree: the forwarder fails that point and
+    # sends the rest up; nothing hangs.
+    os.kill(pids[6], signal.SIGSTOP)
+    fut = live.rank.call()
+    time.sleep(0.5)
+    os.kill(pids[6], signal.SIGKILL)
+    try:
+        fut.get(timeout=60)
+    except ActorError as e:
+        print("leaf lost:", sorted(p for p, _, _ in e.failures))
     pm.stop().get()
     print("done")
     """
@@ -105,5 +116,6 @@ def test_tree_multicast_order_and_failures(tmp_path):
         "failed after kill: 5",
         "later cast failures: [0]",
         "live: [0, 1, 2, 3, 4, 5, 6]",
+        "leaf lost: [5]",
         "done",
     ], r.stdout + r.stderr

@@ -311,6 +311,7 @@ impl<'a> Envelope<'a> {
   pub const VT_CAST_SLOTS: ::flatbuffers::VOffsetT = 34;
   pub const VT_CAST_FANOUT: ::flatbuffers::VOffsetT = 36;
   pub const VT_REPLY_TO: ::flatbuffers::VOffsetT = 38;
+  pub const VT_CAST_RELAY: ::flatbuffers::VOffsetT = 40;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -338,6 +339,7 @@ impl<'a> Envelope<'a> {
     if let Some(x) = args.actor { builder.add_actor(x); }
     if let Some(x) = args.token { builder.add_token(x); }
     if let Some(x) = args.sender { builder.add_sender(x); }
+    builder.add_cast_relay(args.cast_relay);
     builder.add_is_error(args.is_error);
     builder.add_kind(args.kind);
     builder.finish()
@@ -495,6 +497,15 @@ impl<'a> Envelope<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Envelope::VT_REPLY_TO, None)}
   }
+  /// Multicast with a gather: each forwarding proc collects the replies of
+  /// its subtree and sends them up together (one batch per subtree).
+  #[inline]
+  pub fn cast_relay(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Envelope::VT_CAST_RELAY, Some(false)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Envelope<'_> {
@@ -521,6 +532,7 @@ impl ::flatbuffers::Verifiable for Envelope<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("cast_slots", Self::VT_CAST_SLOTS, false)?
      .visit_field::<u32>("cast_fanout", Self::VT_CAST_FANOUT, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("reply_to", Self::VT_REPLY_TO, false)?
+     .visit_field::<bool>("cast_relay", Self::VT_CAST_RELAY, false)?
      .finish();
     Ok(())
   }
@@ -544,6 +556,7 @@ pub struct EnvelopeArgs<'a> {
     pub cast_slots: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
     pub cast_fanout: u32,
     pub reply_to: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub cast_relay: bool,
 }
 impl<'a> Default for EnvelopeArgs<'a> {
   #[inline]
@@ -567,6 +580,7 @@ impl<'a> Default for EnvelopeArgs<'a> {
       cast_slots: None,
       cast_fanout: 0,
       reply_to: None,
+      cast_relay: false,
     }
   }
 }
@@ -649,6 +663,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> EnvelopeBuilder<'a, 'b, A> {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Envelope::VT_REPLY_TO, reply_to);
   }
   #[inline]
+  pub fn add_cast_relay(&mut self, cast_relay: bool) {
+    self.fbb_.push_slot::<bool>(Envelope::VT_CAST_RELAY, cast_relay, false);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> EnvelopeBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     EnvelopeBuilder {
@@ -684,6 +702,7 @@ impl ::core::fmt::Debug for Envelope<'_> {
       ds.field("cast_slots", &self.cast_slots());
       ds.field("cast_fanout", &self.cast_fanout());
       ds.field("reply_to", &self.reply_to());
+      ds.field("cast_relay", &self.cast_relay());
       ds.finish()
   }
 }

@@ -1,13 +1,56 @@
 //! A proc's part in a multicast: pass a cast down to its subtree (the
-//! routing itself is `crate::multicast`).
+//! routing itself is `crate::multicast`) and, for a gather, collect the
+//! subtree's replies and send them up together.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use super::Inner;
 use crate::conn::Defer;
 use crate::multicast::{route, Node, FORWARD_ONLY};
+use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
+
+/// Replies of one cast's subtree, collected by a forwarding proc and sent
+/// up in one batch when all are in (or failed).
+pub(crate) struct Relay {
+    /// Where the batch goes (our parent in the tree, or the sender) and
+    /// the port there.
+    upstream: String,
+    port: u64,
+    /// Per child proc (first hop below us): the slots it relays to us.
+    owed: HashMap<String, Vec<u64>>,
+    st: Mutex<RelayState>,
+}
+
+struct RelayState {
+    values: HashMap<u64, Option<PointValue>>,
+    remaining: usize,
+}
+
+/// The relays of this proc, by local port id.
+#[derive(Default)]
+pub(crate) struct Relays(Mutex<HashMap<u64, Arc<Relay>>>);
+
+impl Relays {
+    fn get(&self, port: u64) -> Option<Arc<Relay>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&port)
+            .cloned()
+    }
+
+    fn all(&self) -> Vec<(u64, Arc<Relay>)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, r)| (*k, r.clone()))
+            .collect()
+    }
+}
 
 /// Fill `env`'s cast fields for sending `nodes` (first: the receiver).
 pub(crate) fn set_cast_fields(
@@ -39,7 +82,7 @@ impl Inner {
     /// reading thread: frames are buffered (never blocking on a full
     /// socket) and flushed at once. A child that cannot be reached has its
     /// points answered with an error here.
-    pub(super) fn forward_cast(self: &Arc<Self>, env: &Envelope, parts: &[Vec<u8>]) {
+    pub(super) fn forward_cast(self: &Arc<Self>, env: &mut Envelope, parts: &[Vec<u8>]) {
         let n = env.cast_ranks.len();
         if n <= 1 || env.cast_addrs.len() != n || env.cast_slots.len() != n {
             if n > 1 {
@@ -74,15 +117,58 @@ impl Inner {
         let routes = route(Some(me), fanout, members, &lost, false);
         let part_refs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
         let addr_of = |r: usize| addrs.get(&r).map(|a| a.to_string()).unwrap_or_default();
+        // For a gather, replies of our subtree come to a relay port of ours.
+        let relay = (env.cast_relay && env.reply_port != 0).then(|| {
+            let mut owed: HashMap<String, Vec<u64>> = HashMap::new();
+            let mut slots: Vec<u64> = Vec::new();
+            if env.cast_slots[0] != FORWARD_ONLY {
+                slots.push(env.cast_slots[0]);
+            }
+            for m in &routes.lost {
+                slots.push(m.slot);
+            }
+            for hop in &routes.hops {
+                let v = owed.entry(addr_of(hop[0].rank)).or_default();
+                for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
+                    v.push(m.slot);
+                    slots.push(m.slot);
+                }
+            }
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let r = Arc::new(Relay {
+                upstream: if env.reply_to.is_empty() {
+                    env.sender.clone()
+                } else {
+                    env.reply_to.clone()
+                },
+                port: env.reply_port,
+                owed,
+                st: Mutex::new(RelayState {
+                    remaining: slots.len(),
+                    values: slots.into_iter().map(|s| (s, None)).collect(),
+                }),
+            });
+            self.cast_relays
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, r);
+            id
+        });
+        let mut down = env.clone();
+        if let Some(id) = relay {
+            down.reply_to = self.addr.clone();
+            down.reply_port = id;
+        }
         for m in &routes.lost {
             let why = format!(
                 "proc {} was lost before this cast reached it",
                 addr_of(m.rank)
             );
-            self.cast_error(env, m.slot, &why);
+            self.cast_error(&down, m.slot, &why);
         }
         for hop in &routes.hops {
-            let mut fwd = env.clone();
+            let mut fwd = down.clone();
             set_cast_fields(&mut fwd, hop, &addr_of, fanout);
             let to = addr_of(hop[0].rank);
             if let Err(e) = self.send(&to, &fwd, &part_refs, Defer::Yes) {
@@ -91,11 +177,81 @@ impl Inner {
                         "cannot forward a cast to proc {to} (on the way to point {}): {}",
                         m.slot, e.message
                     );
-                    self.cast_error(env, m.slot, &why);
+                    self.cast_error(&down, m.slot, &why);
                 }
             }
         }
+        // Our own actor answers to the relay too.
+        env.reply_to = down.reply_to;
+        env.reply_port = down.reply_port;
         self.flush_deferred(None);
+    }
+
+    /// A reply for relay port `port`; the value is given back when the
+    /// port is not one of our relays.
+    pub(super) fn relay_fill(
+        self: &Arc<Self>,
+        port: u64,
+        slot: u64,
+        value: PointValue,
+    ) -> Option<PointValue> {
+        let Some(r) = self.cast_relays.get(port) else {
+            return Some(value);
+        };
+        let done = {
+            let mut st = r.st.lock().unwrap_or_else(|p| p.into_inner());
+            match st.values.get_mut(&slot) {
+                Some(cell @ None) => *cell = Some(value),
+                _ => return None,
+            }
+            st.remaining -= 1;
+            st.remaining == 0
+        };
+        if done {
+            self.cast_relays
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&port);
+            let values: Vec<(u64, PointValue)> =
+                r.st.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values
+                    .drain()
+                    .map(|(s, v)| (s, v.unwrap_or_else(|| PointValue::error("no reply"))))
+                    .collect();
+            // The subtree's replies go up together: buffered, then written
+            // in one go.
+            for (slot, v) in values {
+                let mut reply = Envelope::new(Kind::Reply);
+                reply.reply_port = r.port;
+                reply.reply_slot = slot;
+                let parts: Vec<&[u8]> = match &v {
+                    PointValue::Ok(p) => p.iter().map(|p| p.as_slice()).collect(),
+                    PointValue::Err { message, parts } => {
+                        reply.is_error = true;
+                        reply.error = message.clone();
+                        parts.iter().map(|p| p.as_slice()).collect()
+                    }
+                };
+                if let Err(e) = self.send(&r.upstream, &reply, &parts, Defer::Yes) {
+                    tracing::warn!(upstream = %r.upstream, error = %e.message, "cannot relay cast replies");
+                    break;
+                }
+            }
+            self.flush_deferred(None);
+        }
+        None
+    }
+
+    /// `peer` was lost: the slots it was relaying to us fail.
+    pub(super) fn relay_peer_lost(self: &Arc<Self>, peer: &str, why: &str) {
+        for (port, r) in self.cast_relays.all() {
+            for &slot in r.owed.get(peer).into_iter().flatten() {
+                let msg = format!("{why} (it was forwarding this cast to this point)");
+                self.relay_fill(port, slot, PointValue::error(msg));
+            }
+        }
     }
 
     /// Answer point `slot` of a cast with an error, on behalf of a proc we

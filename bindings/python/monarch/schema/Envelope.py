@@ -267,8 +267,17 @@ class Envelope(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # Multicast with a gather: each forwarding proc collects the replies of
+    # its subtree and sends them up together (one batch per subtree).
+    # Envelope
+    def CastRelay(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(40))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
 def EnvelopeStart(builder):
-    builder.StartObject(18)
+    builder.StartObject(19)
 
 def Start(builder):
     EnvelopeStart(builder)
@@ -417,6 +426,12 @@ def EnvelopeAddReplyTo(builder, replyTo):
 
 def AddReplyTo(builder, replyTo):
     EnvelopeAddReplyTo(builder, replyTo)
+
+def EnvelopeAddCastRelay(builder, castRelay):
+    builder.PrependBoolSlot(18, castRelay, 0)
+
+def AddCastRelay(builder, castRelay):
+    EnvelopeAddCastRelay(builder, castRelay)
 
 def EnvelopeEnd(builder):
     return builder.EndObject()
