@@ -307,6 +307,60 @@ fn inside_an_existing_allocation_only_the_step_ends() {
     assert_queue_drains();
 }
 
+#[test]
+fn controller_inside_a_step_overlaps_it() {
+    let Some(_c) = cluster() else { return };
+    let out = Command::new("salloc")
+        .args(["--no-shell", "--nodes=2", "--job-name=monarch-test-step"])
+        .output()
+        .expect("run salloc");
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    let job: String = text
+        .split("Granted job allocation ")
+        .nth(1)
+        .map(|r| r.chars().take_while(|c| c.is_ascii_digit()).collect())
+        .unwrap_or_default();
+    assert!(!job.is_empty(), "salloc said: {text}");
+    // A step holding every CPU of the allocation, as `srun python main.py`
+    // would for the controller.
+    let mut step = Command::new("srun")
+        .args([
+            &format!("--jobid={job}"),
+            "--nodes=2",
+            "--ntasks=2",
+            "sleep",
+            "613.25",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !Command::new("squeue")
+        .args(["-h", "-s", "-j", &job])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains(&format!("{job}.0")))
+        .unwrap_or(false)
+    {
+        assert!(Instant::now() < deadline, "the holding step did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut o = opts(2, fake_agent());
+    o.timeout = Duration::from_secs(30);
+    o.env.push(("SLURM_JOB_ID".into(), job.clone()));
+    o.env.push(("SLURM_STEP_ID".into(), "0".into()));
+    assert!(o.command().unwrap().contains(&"--overlap".to_string()));
+    let agents = SlurmAgents::start(&o);
+    let _ = step.kill();
+    let _ = step.wait();
+    let agents = agents.expect("agents next to the controller's step");
+    assert_eq!(agents.addrs().len(), 2);
+    drop(agents);
+    Command::new("scancel").arg(&job).status().unwrap();
+    assert_queue_drains();
+    assert_no_agents_left();
+}
+
 /// Run as a separate process by `controller_death_cancels_the_job`: start
 /// agents, say so, and wait to be killed.
 #[test]

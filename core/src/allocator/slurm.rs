@@ -147,6 +147,15 @@ impl SlurmOptions {
             // host is a supervision event, not the end of the job.
             "--kill-on-bad-exit=0".to_string(),
         ];
+        // A controller that itself runs in a job step (`srun python
+        // main.py`) holds that step's CPUs: without --overlap the agents'
+        // step would wait for them forever.
+        if in_alloc
+            && self.var("SLURM_STEP_ID").is_some_and(|s| !s.is_empty())
+            && !self.srun_args.iter().any(|a| a == "--overlap")
+        {
+            argv.push("--overlap".to_string());
+        }
         argv.extend(self.srun_args.iter().cloned());
         argv.extend(self.agent_argv.iter().cloned());
         Ok(argv)
