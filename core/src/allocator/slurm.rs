@@ -717,6 +717,11 @@ fn on_srun_line(seen: &mut Seen, line: &str) -> bool {
             }
         }
     }
+    // "srun: Job 7 step creation temporarily disabled, retrying (Requested
+    // nodes are busy)": inside an allocation, the step waits for CPUs.
+    if line.contains("step creation temporarily disabled") {
+        seen.pending = true;
+    }
     // "srun: launching StepId=5.0 on host n1, 1 tasks: 0"
     if let Some(pos) = line.find("launching StepId=") {
         let rest = &line[pos + "launching StepId=".len()..];
@@ -794,6 +799,11 @@ mod tests {
         on_srun_line(&mut s, "srun: launching StepId=5.0 on host n7, 1 tasks: 6");
         assert_eq!(s.step_id.as_deref(), Some("5.0"));
         assert_eq!(s.nodes.get(&6).map(String::as_str), Some("n7"));
+        on_srun_line(
+            &mut s,
+            "srun: Job 7 step creation temporarily disabled, retrying (Requested nodes are busy)",
+        );
+        assert!(s.pending);
         assert!(!on_srun_line(&mut s, "srun: defined options"));
         assert!(!on_srun_line(&mut s, "srun: nodes               : 2"));
         assert!(!on_srun_line(&mut s, "srun: end of defined options"));
