@@ -12,7 +12,9 @@
 
 use std::time::{Duration, Instant};
 
-use monarch_core::local::{LocalActor, LocalCluster};
+use std::sync::Arc;
+
+use monarch_core::local::{Combine, LocalActor, LocalCluster};
 use monarch_core::Shape;
 
 struct Echo;
@@ -88,6 +90,34 @@ fn measure(n: usize, fanout: usize, iters: usize) -> Row {
     }
 }
 
+/// Median latency of a cast whose u64 replies are summed inside the tree.
+fn measure_reduce(n: usize, iters: usize) -> Duration {
+    let c = LocalCluster::new(n, 2, 16);
+    c.spawn("echo", |_| Box::new(Echo));
+    let shape = Shape::new(&[("ranks", n)]).unwrap();
+    let sum: Combine = Arc::new(|a: &[u8], b: &[u8]| {
+        let x = u64::from_le_bytes(a[..8].try_into().unwrap());
+        let y = u64::from_le_bytes(b[..8].try_into().unwrap());
+        (x + y).to_le_bytes().to_vec()
+    });
+    let mut lat = Vec::with_capacity(iters);
+    for i in 0..iters + 3 {
+        let t = Instant::now();
+        let f = c
+            .cast_reduce("echo", "ping", vec![], &shape, vec![0; 8], sum.clone())
+            .unwrap();
+        assert!(f.wait(Some(Duration::from_secs(60))));
+        let vm = f.take().unwrap().unwrap();
+        let total = u64::from_le_bytes(vm.values[0].parts()[0][..8].try_into().unwrap());
+        assert_eq!(total, (n as u64 - 1) * n as u64 / 2);
+        if i >= 3 {
+            lat.push(t.elapsed());
+        }
+    }
+    lat.sort();
+    lat[lat.len() / 2]
+}
+
 fn us(d: Duration) -> String {
     format!("{:.0}", d.as_secs_f64() * 1e6)
 }
@@ -137,4 +167,10 @@ fn main() {
             f.sends
         );
     }
+    let n = *sizes.last().unwrap();
+    let iters = if quick { 20 } else { 200 };
+    println!(
+        "sum of {n} replies reduced inside the tree (fan-out 16): median {} us",
+        us(measure_reduce(n, iters))
+    );
 }

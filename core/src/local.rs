@@ -59,6 +59,7 @@ struct Delivery {
 enum Up {
     Root(Arc<LocalGather>),
     Relay(Arc<LocalRelay>),
+    Fold(Arc<FoldNode>),
 }
 
 impl Up {
@@ -66,6 +67,93 @@ impl Up {
         match self {
             Up::Root(g) => g.fill_batch(values),
             Up::Relay(r) => r.add(values),
+            Up::Fold(f) => {
+                for (_, v) in values {
+                    let v = match v {
+                        PointValue::Ok(mut p) if !p.is_empty() => Ok(p.swap_remove(0)),
+                        PointValue::Ok(_) => Ok(Vec::new()),
+                        PointValue::Err { message, .. } => Err(message),
+                    };
+                    f.add(v, 1);
+                }
+            }
+        }
+    }
+
+    /// What a forwarding proc's children answer to: a collector of the
+    /// `expected` points of its subtree that passes them on to `self`.
+    fn below(self, expected: usize) -> Up {
+        match self {
+            Up::Fold(parent) => Up::Fold(Arc::new(FoldNode {
+                combine: parent.combine.clone(),
+                up: FoldUp::Node(parent),
+                st: Mutex::new((None, expected, expected)),
+            })),
+            up => Up::Relay(Arc::new(LocalRelay {
+                up,
+                st: Mutex::new((Vec::with_capacity(expected), expected)),
+            })),
+        }
+    }
+}
+
+/// A native combine function for reductions inside the tree.
+pub type Combine = Arc<dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync>;
+
+enum FoldUp {
+    Node(Arc<FoldNode>),
+    /// The sender: identity, and the future of the result.
+    Root(Vec<u8>, Future),
+}
+
+/// A reduction in progress at one proc: the fold of the values of its
+/// subtree that are in so far.
+struct FoldNode {
+    combine: Combine,
+    up: FoldUp,
+    /// (fold so far, points still missing, points covered in all)
+    st: Mutex<(Option<std::result::Result<Vec<u8>, String>>, usize, usize)>,
+}
+
+impl FoldNode {
+    fn add_empty(&self) {
+        if let FoldUp::Root(identity, done) = &self.up {
+            done.complete(Ok(ValueMesh {
+                shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
+                values: vec![PointValue::Ok(vec![identity.clone()])],
+            }));
+        }
+    }
+
+    fn add(&self, v: std::result::Result<Vec<u8>, String>, points: usize) {
+        let (acc, covered) = {
+            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+            st.0 = Some(match (st.0.take(), v) {
+                (None, v) => v,
+                (Some(Err(e)), _) | (Some(Ok(_)), Err(e)) => Err(e),
+                (Some(Ok(a)), Ok(b)) => Ok((self.combine)(&a, &b)),
+            });
+            st.1 = st.1.saturating_sub(points);
+            if st.1 > 0 {
+                return;
+            }
+            (st.0.take(), st.2)
+        };
+        match &self.up {
+            FoldUp::Node(parent) => {
+                parent.add(acc.unwrap_or_else(|| Err("empty fold".into())), covered)
+            }
+            FoldUp::Root(identity, done) => {
+                let value = match acc {
+                    None => PointValue::Ok(vec![identity.clone()]),
+                    Some(Ok(a)) => PointValue::Ok(vec![(self.combine)(identity, &a)]),
+                    Some(Err(e)) => PointValue::error(e),
+                };
+                done.complete(Ok(ValueMesh {
+                    shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
+                    values: vec![value],
+                }));
+            }
         }
     }
 }
@@ -218,6 +306,36 @@ impl LocalCluster {
         }
     }
 
+    /// Cast `method` to every point of `view` and reduce the replies (their
+    /// first part) inside the tree with a native `combine`: each proc folds
+    /// its subtree's values and passes one value up; the sender applies
+    /// `combine(identity, fold)` (just `identity` for an empty view). The
+    /// order in which values meet is the tree's, not rank order, so
+    /// `combine` must be associative and commutative. The future's
+    /// ValueMesh has one point: the result, or the first error met.
+    pub fn cast_reduce(
+        &self,
+        actor: &str,
+        method: &str,
+        parts: Vec<Vec<u8>>,
+        view: &Shape,
+        identity: Vec<u8>,
+        combine: Combine,
+    ) -> Result<Future> {
+        let done: Future = Completion::new(None);
+        let root = Arc::new(FoldNode {
+            combine,
+            up: FoldUp::Root(identity, done.clone()),
+            st: Mutex::new((None, view.len(), view.len())),
+        });
+        if view.is_empty() {
+            root.add_empty();
+            return Ok(done);
+        }
+        self.send_cast(actor, method, parts, view, Some(Up::Fold(root)))?;
+        Ok(done)
+    }
+
     /// Cast `method` to actor `actor` at every point of `view` (a view over
     /// base ranks `0..len()`). With `gather`, the future yields one value
     /// per point in the view's rank order; without, None (broadcast).
@@ -256,12 +374,31 @@ impl LocalCluster {
             }
             return Ok(fut);
         }
+        self.send_cast(actor, method, parts, view, g.map(Up::Root))?;
+        Ok(fut)
+    }
+
+    fn send_cast(
+        &self,
+        actor: &str,
+        method: &str,
+        parts: Vec<Vec<u8>>,
+        view: &Shape,
+        up: Option<Up>,
+    ) -> Result<()> {
+        if let Some(max) = view.max_base_rank() {
+            if max >= self.len() {
+                return Err(Error::invalid(format!(
+                    "view {view} reaches base rank {max}, past the {} local procs",
+                    self.len()
+                )));
+            }
+        }
         let msg = Arc::new(CastMsg {
             actor: actor.to_string(),
             method: method.to_string(),
             parts,
         });
-        let up = g.map(Up::Root);
         let members = view.base_ranks().enumerate().map(|(slot, rank)| Node {
             rank,
             slot: slot as u64,
@@ -277,7 +414,7 @@ impl LocalCluster {
                 up: up.clone(),
             });
         }
-        Ok(fut)
+        Ok(())
     }
 }
 
@@ -378,10 +515,7 @@ impl Shared {
                     .filter(|n| n.slot != FORWARD_ONLY)
                     .count()
                     + usize::from(me.slot != FORWARD_ONLY);
-                up = Some(Up::Relay(Arc::new(LocalRelay {
-                    up: parent,
-                    st: Mutex::new((Vec::with_capacity(expected), expected)),
-                })));
+                up = Some(parent.below(expected));
             }
             for nodes in routes.hops {
                 self.post(Delivery {
@@ -553,6 +687,52 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "casts not delivered");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn reduce_inside_the_tree() {
+        let (c, _) = cluster(4096, 16);
+        let all = Shape::new(&[("x", 4096)]).unwrap();
+        // Sum of the points (first reply part), plus the identity.
+        let sum: Combine = Arc::new(|a: &[u8], b: &[u8]| (u(a) + u(b)).to_le_bytes().to_vec());
+        let f = c
+            .cast_reduce(
+                "rec",
+                "x",
+                vec![],
+                &all,
+                5u64.to_le_bytes().to_vec(),
+                sum.clone(),
+            )
+            .unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        let vm = f.take().unwrap().unwrap();
+        assert_eq!(u(&vm.values[0].parts()[0]), 5 + 4095 * 4096 / 2);
+        // On a strided slice, points are renumbered: 0..8 sum to 28.
+        let view = all.select("x", Some(1), None, 512).unwrap();
+        let f = c
+            .cast_reduce("rec", "x", vec![], &view, vec![0; 8], sum.clone())
+            .unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), 28);
+        // Empty view: the identity. An error anywhere: the error.
+        let empty = all.select("x", Some(0), Some(0), 1).unwrap();
+        let f = c
+            .cast_reduce(
+                "rec",
+                "x",
+                vec![],
+                &empty,
+                9u64.to_le_bytes().to_vec(),
+                sum.clone(),
+            )
+            .unwrap();
+        assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), 9);
+        let f = c
+            .cast_reduce("rec", "fail", vec![], &all, vec![0; 8], sum)
+            .unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        assert!(f.take().unwrap().unwrap().values[0].is_err());
     }
 
     #[test]
