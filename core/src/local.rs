@@ -97,6 +97,9 @@ impl Up {
     }
 }
 
+/// A partial fold: the combined value, or the first error met.
+type Folded = std::result::Result<Vec<u8>, String>;
+
 /// A native combine function for reductions inside the tree.
 pub type Combine = Arc<dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync>;
 
@@ -112,7 +115,7 @@ struct FoldNode {
     combine: Combine,
     up: FoldUp,
     /// (fold so far, points still missing, points covered in all)
-    st: Mutex<(Option<std::result::Result<Vec<u8>, String>>, usize, usize)>,
+    st: Mutex<(Option<Folded>, usize, usize)>,
 }
 
 impl FoldNode {
@@ -125,7 +128,7 @@ impl FoldNode {
         }
     }
 
-    fn add(&self, v: std::result::Result<Vec<u8>, String>, points: usize) {
+    fn add(&self, v: Folded, points: usize) {
         let (acc, covered) = {
             let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
             st.0 = Some(match (st.0.take(), v) {
