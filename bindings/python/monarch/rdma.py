@@ -30,6 +30,9 @@ raises.
 
 from __future__ import annotations
 
+import threading
+import time
+
 from ._lib import check, error_for, ffi, lib, runtime
 from .actor import Future
 
@@ -257,6 +260,8 @@ def ibverbs_status() -> tuple[bool, str]:
 # The data plane under pickled payloads (used by monarch._serial)
 
 _pending = []  # (owner handle, memory) of payload buffers not yet pulled
+_pending_lock = threading.Lock()
+_sweeper = None
 
 
 def _sweep():
@@ -264,11 +269,25 @@ def _sweep():
     if not _pending:
         return
     reg = ffi.new("bool *")
-    keep = []
-    for h, mem in _pending:
-        if lib.monarch_rdma_buffer_is_registered(h, reg) == 0 and reg[0]:
-            keep.append((h, mem))
-    _pending[:] = keep
+    with _pending_lock:
+        keep = []
+        for h, mem in _pending:
+            if lib.monarch_rdma_buffer_is_registered(h, reg) == 0 and reg[0]:
+                keep.append((h, mem))
+        _pending[:] = keep
+
+
+def _sweep_loop():
+    """Runs while payloads are pending, so their memory is let go soon
+    after the last reader released it, not only at the next large send."""
+    global _sweeper
+    while True:
+        time.sleep(0.2)
+        _sweep()
+        with _pending_lock:
+            if not _pending:
+                _sweeper = None
+                return
 
 
 def _register_payload(mv: memoryview, readers: int) -> bytes:
@@ -289,7 +308,12 @@ def _register_payload(mv: memoryview, readers: int) -> bytes:
         desc = ffi.buffer(o[0], n[0])[:]
     finally:
         lib.monarch_buffer_free(o[0], n[0])
-    _pending.append((h, (mv, ptr)))
+    global _sweeper
+    with _pending_lock:
+        _pending.append((h, (mv, ptr)))
+        if _sweeper is None:
+            _sweeper = threading.Thread(target=_sweep_loop, name="monarch-rdma-sweep", daemon=True)
+            _sweeper.start()
     return desc
 
 

@@ -165,14 +165,18 @@ def test_large_argument_travels_on_the_data_plane(pm, reader):
     parts = _serial.dumps_call((arr,), {})
     # The control message carries a descriptor, not 64 MiB.
     assert sum(memoryview(p).nbytes for p in parts) < 4096
-    rdma._pending.clear()  # releases that registration (nobody will pull it)
+    with rdma._pending_lock:
+        rdma._pending.clear()  # releases that registration (nobody will pull it)
     total, shape = reader.checksum.call_one(arr).get(timeout=120)
     assert total == int(arr.sum(dtype=np.uint64)) and shape == arr.shape
     # Broadcast-style call to two actors: both pull, then it is released.
     both = pm.spawn("readers2", Reader)
     vm = both.checksum.call(arr).get(timeout=120)
     assert [v[0] for v in vm.values()] == [int(arr.sum(dtype=np.uint64))] * 2
-    rdma._sweep()
+    # The sender lets go of the array soon after both released it.
+    deadline = time.monotonic() + 30
+    while rdma._pending and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert rdma._pending == []
     # Replies too: a large array returned by an actor comes back intact.
     from actors import Buffers
