@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
 use monarch_core::completion::Completion;
-use monarch_core::process::{spawn_child_with, Child, SpawnOpts};
+use monarch_core::process::{random_hex, spawn_child_with, Child, SocketDir, SpawnOpts};
 use monarch_core::runtime::{
     AGENT_ACTOR, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
@@ -92,6 +92,8 @@ struct Agent {
     /// unused for `PREPARED_TTL`).
     prepared: Mutex<HashMap<String, (TcpListener, Instant)>>,
     procs: Arc<Mutex<HashMap<String, Proc>>>,
+    /// Where our procs also listen on Unix sockets (0700; removed on exit).
+    socket_dir: Option<SocketDir>,
 }
 
 fn secret(args: &Args) -> Result<String, String> {
@@ -169,6 +171,9 @@ pub fn run(args: &Args) -> ExitCode {
         advertise,
         prepared: Mutex::new(HashMap::new()),
         procs: Arc::new(Mutex::new(HashMap::new())),
+        socket_dir: SocketDir::create(&random_hex()[..8])
+            .map_err(|e| tracing::warn!(error = %e, "no socket directory; procs of this host talk over TCP"))
+            .ok(),
     };
     while !STOP.load(Ordering::SeqCst) {
         match rt.next_event(Some(Duration::from_millis(200))) {
@@ -292,6 +297,12 @@ impl Agent {
             ];
             let mut child_env = env.clone();
             child_env.extend(own);
+            if let Some(d) = &self.socket_dir {
+                child_env.push((
+                    monarch_core::transport::ENV_HOST_SOCKET_DIR.into(),
+                    d.path.display().to_string(),
+                ));
+            }
             if token.is_none() {
                 // The secret came from a file: hand it on the same way
                 // procs read it (their environment).

@@ -196,6 +196,9 @@ pub(crate) struct Inner {
     /// A TCP listener opened when this runtime first needs to be reached
     /// from other hosts (a controller attaching host agents): its port.
     tcp_listener: OnceLock<(Arc<Listener>, u16)>,
+    /// A proc started by a host agent also listens on a Unix socket in the
+    /// agent's directory, for procs of the same host (path, listener).
+    unix_alias: OnceLock<(std::path::PathBuf, Arc<Listener>)>,
     /// Procs started by host agents on other hosts.
     remote: remote::RemoteProcs,
     conns: Mutex<HashMap<String, Arc<Conn>>>,
@@ -358,6 +361,7 @@ impl Runtime {
             notifier,
             listener,
             tcp_listener: OnceLock::new(),
+            unix_alias: OnceLock::new(),
             remote: Default::default(),
             conns: Mutex::new(HashMap::default()),
             ports: Mutex::new(HashMap::default()),
@@ -404,6 +408,23 @@ impl Runtime {
             .name("monarch-io".into())
             .spawn(move || io.io_loop())
             .map_err(|e| Error::io("cannot start I/O thread", e))?;
+        if let Some(path) = crate::transport::same_host_path(&inner.addr, &inner.addr) {
+            // Ours alone while we hold the TCP port: a file left by an
+            // earlier proc on this port is stale.
+            let _ = std::fs::remove_file(&path);
+            match Listener::bind(&format!("unix:{}", path.display())) {
+                Ok((l, _)) => {
+                    let l = Arc::new(l);
+                    let _ = inner.unix_alias.set((path, l.clone()));
+                    let acc = inner.clone();
+                    std::thread::Builder::new()
+                        .name("monarch-accept-unix".into())
+                        .spawn(move || acc.accept_loop(&l))
+                        .map_err(|e| Error::io("cannot start accept thread", e))?;
+                }
+                Err(e) => tracing::warn!(error = %e, "no same-host Unix socket; peers use TCP"),
+            }
+        }
         let rt = Runtime { inner };
         if let Some(c) = controller {
             let conn = rt.inner.connect(&c)?;
@@ -741,6 +762,10 @@ impl Runtime {
         if let Some((l, _)) = self.inner.tcp_listener.get() {
             l.shutdown();
         }
+        if let Some((path, l)) = self.inner.unix_alias.get() {
+            l.shutdown();
+            let _ = std::fs::remove_file(path);
+        }
         let conns: Vec<Arc<Conn>> = self
             .inner
             .conns
@@ -878,7 +903,7 @@ impl Inner {
     /// identity the peer proved (they differ when we reach a peer through
     /// another of its addresses, e.g. a controller over TCP).
     fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        let mut stream = Stream::connect(addr)?;
+        let mut stream = Stream::connect_from(&self.addr, addr)?;
         let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
         let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
         let identity =

@@ -79,6 +79,22 @@ pub fn tcp_timeout() -> Duration {
     Duration::from_millis(ms)
 }
 
+/// Set by a host agent for its procs: its private socket directory, where
+/// each proc also listens on a Unix socket named after its TCP port, so
+/// procs of the same host talk over Unix sockets.
+pub const ENV_HOST_SOCKET_DIR: &str = "MONARCH_HOST_SOCKET_DIR";
+
+/// The Unix socket under which the proc at `peer` (`tcp:IP:PORT`) is also
+/// reachable, when it was started by the same agent as this process (same
+/// IP, and that agent's socket directory is in our environment).
+pub fn same_host_path(my_addr: &str, peer: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os(ENV_HOST_SOCKET_DIR)?;
+    let (Ok(Addr::Tcp(me)), Ok(Addr::Tcp(p))) = (Addr::parse(my_addr), Addr::parse(peer)) else {
+        return None;
+    };
+    (me.ip() == p.ip()).then(|| PathBuf::from(dir).join(format!("{}.sock", p.port())))
+}
+
 /// A connected stream of either kind.
 #[derive(Debug)]
 pub enum Stream {
@@ -146,6 +162,17 @@ impl Stream {
                 Ok(Stream::Tcp(s))
             }
         }
+    }
+
+    /// Connect to `addr`, over the same-host Unix socket of the proc when
+    /// there is one (see [`same_host_path`]), else as [`Stream::connect`].
+    pub fn connect_from(my_addr: &str, addr: &str) -> Result<Stream> {
+        if let Some(path) = same_host_path(my_addr, addr) {
+            if let Ok(s) = UnixStream::connect(&path) {
+                return Ok(Stream::Unix(s));
+            }
+        }
+        Stream::connect(addr)
     }
 
     pub fn try_clone(&self) -> io::Result<Stream> {
