@@ -52,19 +52,20 @@ class _Remote:
     the real pickle stream, and the indices (among parts[1:]) of the parts
     that are buffer descriptors."""
 
-    __slots__ = ("stream", "remote")
+    __slots__ = ("stream", "remote", "as_bytes")
 
-    def __init__(self, stream, remote):
+    def __init__(self, stream, remote, as_bytes=()):
         self.stream = stream
         self.remote = remote
+        self.as_bytes = as_bytes  # indices whose buffer was a bytes object
 
     def __reduce__(self):
-        return (_Remote, (self.stream, self.remote))
+        return (_Remote, (self.stream, self.remote, self.as_bytes))
 
     def resolve(self, buffers):
         from . import rdma
 
-        pulled = rdma._pull_payloads([buffers[i] for i in self.remote])
+        pulled = rdma._pull_payloads([buffers[i] for i in self.remote], [i in self.as_bytes for i in self.remote])
         bufs = list(buffers)
         for i, b in zip(self.remote, pulled):
             bufs[i] = b
@@ -77,14 +78,45 @@ def _to_data_plane(first, bufs, readers):
     n = readers() if callable(readers) else readers
     parts = [None]
     remote = []
+    as_bytes = []
     for i, b in enumerate(bufs):
         if b.nbytes >= _THRESHOLD:
             parts.append(rdma._register_payload(b, n))
             remote.append(i)
+            if type(b.obj) is bytes:
+                as_bytes.append(i)
         else:
             parts.append(b)
-    parts[0] = _dumps(_Remote(first, tuple(remote)), _PROTOCOL)
+    parts[0] = _dumps(_Remote(first, tuple(remote), tuple(as_bytes)), _PROTOCOL)
     return parts
+
+
+class _BigBytes:
+    """A large ``bytes`` value sent out of band: protocol 5 pickles bytes in
+    the stream (copied through the control socket), so a big one is wrapped
+    as ``bytes(PickleBuffer)``, which takes the data plane and becomes the
+    same ``bytes`` again on load (the receiver pulls it into a new bytes
+    object, so ``bytes(...)`` there is free)."""
+
+    __slots__ = ("b",)
+
+    def __init__(self, b):
+        self.b = b
+
+    def __reduce_ex__(self, protocol):
+        return (bytes, (pickle.PickleBuffer(self.b),))
+
+
+def _big(v) -> bool:
+    return type(v) is bytes and _THRESHOLD > 0 and len(v) >= _THRESHOLD
+
+
+def _wrap_big(args: tuple, kwargs: dict):
+    """Top-level large bytes arguments wrapped as ``_BigBytes``."""
+    args = tuple(_BigBytes(a) if _big(a) else a for a in args)
+    if kwargs:
+        kwargs = {k: _BigBytes(v) if _big(v) else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def dumps(obj, readers=1) -> list:
@@ -92,7 +124,9 @@ def dumps(obj, readers=1) -> list:
     int, or a callable giving it) is how many receivers will unpickle the
     parts: data-plane buffers are released after that many pulls."""
     if type(obj) in _SIMPLE:
-        return [_dumps(obj, _PROTOCOL)]
+        if not _big(obj):
+            return [_dumps(obj, _PROTOCOL)]
+        obj = _BigBytes(obj)
     bufs = []
 
     def cb(pb):
@@ -116,12 +150,19 @@ def dumps(obj, readers=1) -> list:
 def dumps_call(args: tuple, kwargs: dict, readers=1) -> list:
     """Serialize the (args, kwargs) of a call; plain pickle when every
     argument is a simple builtin value (much cheaper than cloudpickle)."""
+    big = False
     if not kwargs:
         for a in args:
-            if type(a) not in _SIMPLE:
+            t = type(a)
+            if t not in _SIMPLE:
                 break
+            if t is bytes and _big(a):
+                big = True
         else:
-            return [_dumps((args, kwargs), _PROTOCOL)]
+            if not big:
+                return [_dumps((args, kwargs), _PROTOCOL)]
+    if _THRESHOLD > 0:
+        args, kwargs = _wrap_big(args, kwargs)
     return dumps((args, kwargs), readers)
 
 

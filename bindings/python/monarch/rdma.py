@@ -317,11 +317,33 @@ def _register_payload(mv: memoryview, readers: int) -> bytes:
     return desc
 
 
-def _alloc(n: int):
-    """Fresh writable memory for a pulled payload. numpy's allocator is
-    preferred when numpy is there: it asks for transparent huge pages, so
-    the first touch of 64 MiB costs a few dozen page faults instead of
-    16,384 (several times faster on a VM); else a bytearray."""
+_new_bytes = None
+
+
+def _uninitialized_bytes(n: int) -> bytes:
+    """A new bytes object of ``n`` bytes whose contents are about to be
+    written (PyBytes_FromStringAndSize(NULL, n), as C extensions build
+    bytes); nobody else can see it before the pull fills it."""
+    global _new_bytes
+    if _new_bytes is None:
+        import ctypes
+
+        f = ctypes.pythonapi.PyBytes_FromStringAndSize
+        f.restype = ctypes.py_object
+        f.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+        _new_bytes = f
+    return _new_bytes(None, n)
+
+
+def _alloc(n: int, as_bytes: bool):
+    """Fresh memory for a pulled payload, not touched yet (the pull asks
+    for huge pages over it, so the first touch of 64 MiB costs a few dozen
+    page faults instead of 16,384). A payload that was a ``bytes`` object is
+    pulled into a new bytes object (unpickling it is then free); others into
+    numpy memory when numpy is there (writable, as received arrays were),
+    else a bytearray (zero-filled by Python, so slower)."""
+    if as_bytes:
+        return _uninitialized_bytes(n)
     try:
         import numpy
     except ImportError:
@@ -329,21 +351,21 @@ def _alloc(n: int):
     return numpy.empty(n, dtype=numpy.uint8)
 
 
-def _pull_payloads(descs) -> list:
+def _pull_payloads(descs, as_bytes=None) -> list:
     """Read payload buffers (started together), release them at their
     owner, and return them (as writable byte arrays)."""
     rt = runtime()
     started = []
     try:
-        for d in descs:
+        for k, d in enumerate(descs):
             d = bytes(d)
             out = ffi.new("monarch_rdma_buffer **")
             check(lib.monarch_rdma_buffer_from_bytes(rt, d, len(d), out), "payload buffer")
             h = ffi.gc(out[0], lib.monarch_rdma_buffer_free)
             size = ffi.new("uint64_t *")
             check(lib.monarch_rdma_buffer_size(h, size))
-            dst = _alloc(size[0])
-            ptr = ffi.from_buffer("uint8_t[]", dst)
+            dst = _alloc(size[0], bool(as_bytes and as_bytes[k]))
+            ptr = ffi.from_buffer("uint8_t[]", dst, require_writable=False)
             fut = ffi.new("monarch_future **")
             check(lib.monarch_rdma_read_into(h, 0, ptr, len(dst), fut), "cannot pull a payload")
             started.append((h, dst, ptr, _transfer_future(fut[0], (dst, ptr))))

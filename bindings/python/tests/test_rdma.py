@@ -186,6 +186,21 @@ def test_large_argument_travels_on_the_data_plane(pm, reader):
     assert np.array_equal(back, arr)
 
 
+def test_large_bytes_travel_on_the_data_plane(pm):
+    from actors import Buffers
+
+    data = os.urandom(1 << 20) * 5
+    parts = _serial.dumps_call((data,), {"k": data})
+    assert sum(memoryview(p).nbytes for p in parts) < 4096
+    with rdma._pending_lock:
+        rdma._pending.clear()
+    b = pm.slice(gpus=0).spawn("bytes_rt", Buffers)
+    back = b.roundtrip.call_one(data).get(timeout=120)
+    assert type(back) is bytes and back == data
+    # Small bytes stay in the stream.
+    assert len(_serial.dumps_call((b"x" * 100,), {})) == 1
+
+
 def test_threshold_keeps_small_buffers_in_band():
     arr = np.arange(1000, dtype=np.uint8)
     parts = _serial.dumps_call((arr,), {})

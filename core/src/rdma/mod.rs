@@ -148,6 +148,25 @@ fn server() -> Result<&'static server::Server> {
         })
 }
 
+/// Reads at least this large advise huge pages for their destination.
+const HUGE_ADVICE_MIN: usize = 4 << 20;
+
+/// Ask for transparent huge pages over the 2 MiB-aligned interior of a
+/// read's destination. A fresh destination (just allocated, not touched)
+/// then costs a few page faults per 64 MiB instead of 16,384, which on a VM
+/// is most of the time of the copy; memory already touched is unaffected.
+/// Advice only: errors (no THP, not anonymous memory) are ignored.
+fn advise_huge_pages(ptr: usize, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = ptr.div_ceil(HUGE) * HUGE;
+    let end = (ptr + len) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: madvise(MADV_HUGEPAGE) changes no contents and no
+        // mapping, only how the kernel backs the range.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// A registered buffer, or a handle on someone else's.
 pub struct Buffer {
     desc: Descriptor,
@@ -368,6 +387,9 @@ impl Buffer {
         }
         if local == 0 {
             return Err(Error::invalid("the local memory pointer is NULL"));
+        }
+        if !write && len >= HUGE_ADVICE_MIN {
+            advise_huge_pages(local, len);
         }
         let b = self.backend()?;
         match b {
