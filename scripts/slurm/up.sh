@@ -57,7 +57,8 @@ ReturnToService=2
 # Refuse at submission a job the partition can never run (more nodes
 # than it has), instead of queueing it forever.
 EnforcePartLimits=ALL
-# A job whose srun vanished (controller SIGKILLed) is ended after 30 s.
+# Backstop: a job whose srun vanished without cleaning up (srun itself
+# SIGKILLed) is ended after at most 30 s.
 InactiveLimit=30
 KillWait=3
 MinJobAge=30
