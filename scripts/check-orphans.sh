@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fail if a proc process (Python `monarch._bootstrap` or `monarch worker`)
-# outlived the tests. With MONARCH_ORPHAN_TAG set (as `make test` does), only
+# Fail if a proc process (Python `monarch._bootstrap` or `monarch worker`) or
+# a host agent (`monarch host`) outlived the tests. With MONARCH_ORPHAN_TAG set (as `make test` does), only
 # processes carrying that tag in their environment count, so processes of
 # other programs running on the same machine are reported but do not fail the
 # check. Waits up to ORPHAN_GRACE seconds (default 3) for dying procs to go.
@@ -12,7 +12,7 @@ grace="${ORPHAN_GRACE:-3}"
 scan() {
     # The bracket in each pattern keeps this script's own command line (and
     # pgrep's) from matching.
-    pgrep -af '[m]onarch\._bootstrap|[m]onarch(\s+|/[^ ]*\s+)worker' || true
+    pgrep -af '[m]onarch\._bootstrap|[m]onarch(\s+|/[^ ]*\s+)(worker|host)\b' || true
 }
 
 ours() {
