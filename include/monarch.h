@@ -50,6 +50,13 @@
 // Event kind: the proc is stopping; leave the event loop and free the runtime.
 #define MONARCH_EVENT_STOP_PROC 4
 
+// Event kind: a mesh owned by the event's actor failed. Part 0 is a
+// `monarch.schema.SupervisionEvent` flatbuffer. Answer with
+// `monarch_event_reply` if the actor handled it; answer with
+// `monarch_event_reply_error` (or free it unanswered) to escalate: the
+// actor then fails and its own owner gets an event caused by this one.
+#define MONARCH_EVENT_SUPERVISE 5
+
 // A stop bound for `*_slice_range` meaning "to the end of the dimension".
 #define MONARCH_SLICE_END 9223372036854775807
 
@@ -186,6 +193,20 @@ monarch_status monarch_runtime_this_proc(struct monarch_runtime *rt,
 monarch_status monarch_runtime_next_event(struct monarch_runtime *rt,
                                           int64_t timeout_ms,
                                           struct monarch_event **out);
+
+// Wait up to `timeout_ms` (-1: forever, 0: just check) for the next
+// supervision event addressed to this process's top level (failures of
+// meshes spawned outside any actor's event, e.g. by a controller's main
+// program) and write it to `*out`/`*out_len` as a
+// `monarch.schema.SupervisionEvent` flatbuffer (owned by the caller; free
+// it with `monarch_buffer_free`). Returns `MONARCH_ERR_TIMEOUT` if none
+// arrived, `MONARCH_ERR_STOPPED` once the runtime was shut down. The
+// runtime's file descriptor (`monarch_runtime_fd`) also becomes readable
+// when an event is queued. Safe to call from a thread of its own.
+monarch_status monarch_supervision_next(struct monarch_runtime *rt,
+                                        int64_t timeout_ms,
+                                        uint8_t **out,
+                                        size_t *out_len);
 
 // Start a proc mesh of the given shape (`ndim` dimensions named
 // `labels[i]` of size `sizes[i]`): one OS process per point, each running

@@ -48,7 +48,10 @@ Running it by hand without that environment is an error.
 Built-in actor types:
   echo      endpoints: echo (returns its parts unchanged), fail (replies
             with an error), exit (the proc exits with code 3 without
-            replying), rank (the message rank as 8 little-endian bytes)
+            replying), rank (the message rank as 8 little-endian bytes),
+            pid (the proc's process id, 8 LE bytes), sleep (sleeps for the
+            i64 milliseconds in the first part, then replies with no parts),
+            segv (the proc crashes with a real segmentation fault)
   counter   constructor argument: optional i64 start (8 LE bytes, default 0)
             endpoints: incr (adds the i64 in the first part, or 1; returns
             the new value as 8 LE bytes), get (returns the value)

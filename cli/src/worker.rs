@@ -84,6 +84,22 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
             std::process::exit(3);
         }
         (Actor::Echo, "rank") => Ok(vec![ev.message_rank.to_le_bytes().to_vec()]),
+        (Actor::Echo, "segv") => {
+            tracing::info!("echo.segv: crashing with a real segmentation fault");
+            // SAFETY: not safe at all: crashing the process is the point
+            // (tests of supervision need a real SIGSEGV).
+            unsafe { std::ptr::null_mut::<u8>().write_volatile(1) };
+            unreachable!("a write through NULL returned")
+        }
+        (Actor::Echo, "pid") => Ok(vec![i64::from(std::process::id()).to_le_bytes().to_vec()]),
+        (Actor::Echo, "sleep") => {
+            let ms = match ev.parts.first() {
+                Some(p) => parse_i64(p, "sleep milliseconds")?,
+                None => 0,
+            };
+            std::thread::sleep(std::time::Duration::from_millis(ms.max(0) as u64));
+            Ok(Vec::new())
+        }
         (Actor::Counter(v), "incr") => {
             let by = match ev.parts.first() {
                 Some(p) => parse_i64(p, "incr argument")?,
@@ -190,6 +206,8 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
                 answer(&mut ev, Ok(Vec::new()));
             }
             EventKind::StopProc => break,
+            // Built-in actors own no meshes; unanswered, it escalates.
+            EventKind::Supervise => {}
         }
     }
     tracing::debug!("worker stopping");

@@ -429,11 +429,21 @@ fn a_proc_exiting_during_a_call_fails_only_its_point() {
             assert_eq!(*v, PointValue::Ok(vec![b"x".to_vec()]), "rank {rank}");
         }
     }
-    // Later calls: the dead rank fails again, promptly; a disjoint slice works.
-    let vm = call(&am, "rank", &[]);
-    let m = err_msg(&vm.values[2]);
-    assert!(m.contains("exited with code 3"), "{m}");
-    assert_eq!(i64_of(&vm.values[3]), 3);
+    // Later calls to a view holding the dead rank fail at once, naming it;
+    // a disjoint slice works.
+    let e = am
+        .call("rank", &[], CallMode::All)
+        .err()
+        .expect("a call to a mesh with a dead rank fails");
+    assert_eq!(e.kind, ErrorKind::ProcFailed, "{e}");
+    assert!(
+        e.message.contains("rank 2") && e.message.contains("exited with code 3"),
+        "{e}"
+    );
+    assert_eq!(
+        i64_of(&call(&am.at("gpus", 3).unwrap(), "rank", &[]).values[0]),
+        0
+    );
     let left = am.select("gpus", None, Some(2), 1).unwrap();
     assert_eq!(ints(&call(&left, "rank", &[])), [0, 1]);
 

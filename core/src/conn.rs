@@ -118,6 +118,29 @@ impl Conn {
         w.send(header, parts).map(|()| false)
     }
 
+    /// Buffer a small frame (heartbeats) without ever waiting: when another
+    /// thread holds the writer or the buffer is full, the frame is dropped
+    /// (returns None). Some(()) means buffered; the caller sees to a flush.
+    pub fn try_buffer(&self, header: &[u8], parts: &[&[u8]]) -> Option<()> {
+        let mut w = match self.writer.try_lock() {
+            Ok(w) => w,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        if w.pending.len() + size > DEFER_MAX_BYTES {
+            return None;
+        }
+        w.pending
+            .extend_from_slice(&(header.len() as u32).to_le_bytes());
+        w.pending.extend_from_slice(header);
+        for p in parts {
+            w.pending.extend_from_slice(p);
+        }
+        w.pending_since.get_or_insert_with(Instant::now);
+        Some(())
+    }
+
     /// Write frames buffered for at least `min_age` (all if None), as far
     /// as the socket takes them **without blocking**; the rest stays
     /// buffered. Returns whether frames remain buffered. With `wait` false,

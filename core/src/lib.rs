@@ -17,6 +17,7 @@
 //! - [`logs`]: proc output streamed back to the controller
 //! - [`rdma`]: the data plane: registered buffers, one-sided read/write
 //! - [`allocator`]: obtaining host agents (SLURM)
+//! - [`supervision`]: failure events sent up the ownership tree
 
 pub mod allocator;
 pub mod auth;
@@ -35,6 +36,7 @@ pub mod process;
 pub mod rdma;
 pub mod runtime;
 pub mod transport;
+pub mod supervision;
 pub mod value;
 pub mod wire;
 
@@ -44,4 +46,5 @@ pub use host::HostMesh;
 pub use mesh::{ActorMesh, CallMode, MeshView, ProcMesh};
 pub use port::{PortReceiver, PortRef};
 pub use runtime::{Event, EventKind, Future, Runtime};
+pub use supervision::{FailureCause, SupervisionEvent};
 pub use value::{PointValue, ValueMesh};

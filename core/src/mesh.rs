@@ -56,10 +56,11 @@ impl ProcMesh {
                 "cannot spawn an empty proc mesh {shape}"
             )));
         }
-        let procs = rt.spawn_procs(shape.len(), argv, env)?;
+        let procs = Arc::new(rt.spawn_procs(shape.len(), argv, env)?);
+        rt.register_proc_mesh(procs.clone());
         Ok(ProcMesh {
             rt: rt.clone(),
-            procs: Arc::new(procs),
+            procs,
             shape,
         })
     }
@@ -113,6 +114,8 @@ impl ProcMesh {
                 shape: self.shape.clone(),
             },
         );
+        self.rt
+            .register_actor_mesh(&mesh.r.key, name, &mesh.r.procs);
         let mut env = Envelope::new(Kind::SpawnActor);
         env.actor = mesh.r.key.clone();
         env.type_name = type_name.to_string();
@@ -340,6 +343,11 @@ impl ActorMesh {
         let procs = &self.r.procs;
         let bases: Vec<usize> = shape.base_ranks().collect();
         // The sender and part sizes are filled in when the frame is encoded.
+        if env.kind != Kind::StopActor {
+            // Calls to a view holding a failed proc or actor fail at once.
+            self.rt
+                .check_dests(&self.r.key, &self.r.name, bases.iter().map(|&b| &procs[b]).enumerate())?;
+        }
         env.shape = Some(self.shape_bytes.clone());
         // Every point a child of ours in the multicast tree: plain sends.
         let k = multicast::fanout();

@@ -21,9 +21,11 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 use flatbuffers::FlatBufferBuilder;
 
 pub(crate) mod cast;
+mod heartbeat;
 mod io;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
+mod supervise;
 
 use io::{new_eventfd, signal_eventfd, Io, Parking};
 
@@ -75,6 +77,11 @@ pub enum EventKind {
     StopActor = 3,
     /// The proc is stopping: the binding should leave its event loop.
     StopProc = 4,
+    /// A mesh owned by actor `actor` failed: part 0 is a
+    /// `SupervisionEvent` flatbuffer. Answer OK if the actor handled it,
+    /// with an error to escalate (the actor then fails and is reported to
+    /// its own owner). Freed unanswered = not handled.
+    Supervise = 5,
 }
 
 struct ReplyTo {
@@ -118,7 +125,7 @@ impl Event {
 
     /// Whether the sender waits for an answer.
     pub fn wants_reply(&self) -> bool {
-        self.reply.is_some() && !self.answered
+        (self.reply.is_some() || self.kind == EventKind::Supervise) && !self.answered
     }
 
     /// Take over answering: the reply port the sender waits on, as a
@@ -145,14 +152,18 @@ impl Drop for Event {
         if !self.answered
             && matches!(
                 self.kind,
-                EventKind::Spawn | EventKind::Message | EventKind::StopActor
+                EventKind::Spawn | EventKind::Message | EventKind::StopActor | EventKind::Supervise
             )
         {
             if let Some(rt) = self.rt.upgrade() {
-                let msg = format!(
-                    "actor '{}' dropped the message for '{}' without replying",
-                    self.actor, self.method
-                );
+                let msg = if self.kind == EventKind::Supervise {
+                    format!("actor '{}' did not handle a supervision event", self.actor)
+                } else {
+                    format!(
+                        "actor '{}' dropped the message for '{}' without replying",
+                        self.actor, self.method
+                    )
+                };
                 let _ = rt.answer(self, Err((&msg, &[])));
             }
         }
@@ -227,6 +238,10 @@ pub(crate) struct Inner {
     io: Io,
     /// Some connection may hold batched frames not yet written.
     deferred: AtomicBool,
+    /// Owners, failed procs and actors, top-level supervision events.
+    sup: supervise::Supervision,
+    hb: heartbeat::Heartbeat,
+    self_weak: Weak<Inner>,
 }
 
 struct WeakPump {
@@ -254,6 +269,10 @@ impl Pump for WeakPump {
 pub struct Runtime {
     pub(crate) inner: Arc<Inner>,
 }
+
+/// How long a proc stopping its own children (before itself) waits for
+/// them; shorter than a parent's grace so the whole tree stops in time.
+const STOP_CHILDREN_GRACE: Duration = Duration::from_secs(3);
 
 /// Sends to one proc in a row after which a thread's next ones are batched.
 const BURST_MIN: u32 = 1;
@@ -390,6 +409,9 @@ impl Runtime {
             }),
             event_spin: SpinPolicy::new(),
             deferred: AtomicBool::new(false),
+            sup: Default::default(),
+            hb: Default::default(),
+            self_weak: weak.clone(),
             io: Io {
                 kick: kick_fd,
                 active: AtomicUsize::new(0),
@@ -541,6 +563,7 @@ impl Runtime {
             }
             addrs.push(addr);
         }
+        self.inner.start_heartbeat();
         Ok(addrs)
     }
 
@@ -556,6 +579,7 @@ impl Runtime {
                 .unwrap_or_else(|p| p.into_inner());
             addrs.iter().filter_map(|a| c.get(a).cloned()).collect()
         };
+        self.inner.mark_stopping(addrs);
         for child in &children {
             if child.ready.peek().is_some_and(|r| r.is_ok()) {
                 let mut env = Envelope::new(Kind::StopProc);
@@ -677,6 +701,29 @@ impl Runtime {
             .remove(&id);
     }
 
+    /// Record a proc mesh spawned by this process (owned by the actor whose
+    /// event the calling thread handles, else by the top level); returns
+    /// its name for supervision reports.
+    pub(crate) fn register_proc_mesh(&self, procs: Arc<Vec<String>>) -> String {
+        self.inner.register_proc_mesh(procs)
+    }
+
+    /// Record an actor mesh spawned by this process (owner as above).
+    pub(crate) fn register_actor_mesh(&self, key: &str, name: &str, procs: &[String]) {
+        self.inner.register_actor_mesh(key, name, procs)
+    }
+
+    /// Err (ProcFailed) when a destination of a message to actor mesh
+    /// `key` is a failed proc or actor.
+    pub(crate) fn check_dests<'a>(
+        &self,
+        key: &str,
+        name: &str,
+        dests: impl Iterator<Item = (usize, &'a String)>,
+    ) -> Result<()> {
+        self.inner.check_dests(key, name, dests)
+    }
+
     /// Fill a slot of our own port locally (e.g. when a send failed).
     pub(crate) fn fill_slot(&self, port: u64, slot: u64, value: PointValue) {
         self.inner.fill(port, slot, value);
@@ -717,6 +764,12 @@ impl Runtime {
                     continue;
                 }
             };
+            match ev.kind {
+                EventKind::Spawn | EventKind::Message | EventKind::Supervise => {
+                    Inner::set_current_owner(&ev.actor)
+                }
+                _ => Inner::set_current_owner(""),
+            }
             if ev.kind == EventKind::Message {
                 let state = self.actor_state(&ev.actor);
                 if let Some(ActorState::Failed(why)) = state {
@@ -810,6 +863,7 @@ impl Runtime {
             s.close("runtime was shut down");
         }
         self.inner.wake_parked();
+        self.inner.wake_supervision_waiters();
         signal_eventfd(self.inner.io.kick.as_raw_fd());
         crate::logs::flush();
     }
@@ -968,6 +1022,9 @@ impl Inner {
         let why = match child {
             // Prefer the exit status to "connection closed" when we can get it.
             Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
+                if let Some(exit) = c.exit.peek() {
+                    self.proc_failed(&c, &exit);
+                }
                 format!(
                     "proc {peer} {}",
                     c.exit.peek().map(|e| e.to_string()).unwrap_or_default()
@@ -1053,6 +1110,8 @@ impl Inner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&child.addr);
+        // Recorded first, so a call made once this one failed fails at once.
+        self.proc_failed(child, exit);
         self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
     }
 
@@ -1081,6 +1140,7 @@ impl Inner {
                     .remove(peer);
                 match r {
                     Some(r) => {
+                        self.heartbeat_seen(peer);
                         r.complete(Ok(()));
                     }
                     None => tracing::warn!(%peer, "unexpected Ready"),
@@ -1122,6 +1182,10 @@ impl Inner {
                     port: env.reply_port,
                     slot: env.reply_slot,
                 });
+                if kind == EventKind::Spawn {
+                    self.record_hosted(&env.actor, &env.sender, env.message_rank);
+                }
+                let sender = env.sender;
                 let mut ev = Event {
                     kind,
                     actor: env.actor,
@@ -1135,26 +1199,48 @@ impl Inner {
                     rt: Arc::downgrade(self),
                 };
                 if let Err(why) = self.admit(&ev) {
+                    if ev.reply.is_none()
+                        && kind == EventKind::Message
+                        && why.starts_with("undeliverable")
+                    {
+                        // Nobody waits: the sender must still learn of it.
+                        ev.answered = true;
+                        self.undeliverable(&sender, &ev.actor, &why);
+                        return;
+                    }
                     // Refused while reading: buffer the answer rather than
                     // risk blocking the reading thread on a full socket.
                     let _ = self.answer_with(&mut ev, Err((&why, &[])), Some(Defer::Yes));
                     return;
                 }
+                if kind == EventKind::StopActor {
+                    // Meshes the actor owns stop before it does.
+                    let actor = ev.actor.clone();
+                    self.stop_owned_then(Some(&actor), ev);
+                    return;
+                }
                 self.push_event(ev);
             }
+            Kind::Supervise => self.on_supervise(peer, &parts),
+            Kind::Heartbeat => self.answer_heartbeat(peer),
+            Kind::HeartbeatAck => self.heartbeat_seen(peer),
             Kind::StopProc => {
-                self.push_event(Event {
-                    kind: EventKind::StopProc,
-                    actor: String::new(),
-                    method: String::new(),
-                    type_name: String::new(),
-                    parts: Vec::new(),
-                    message_rank: 0,
-                    shape: None,
-                    reply: None,
-                    answered: true,
-                    rt: Weak::new(),
-                });
+                // Procs this one started stop first.
+                self.stop_owned_then(
+                    None,
+                    Event {
+                        kind: EventKind::StopProc,
+                        actor: String::new(),
+                        method: String::new(),
+                        type_name: String::new(),
+                        parts: Vec::new(),
+                        message_rank: 0,
+                        shape: None,
+                        reply: None,
+                        answered: true,
+                        rt: Weak::new(),
+                    },
+                );
             }
             other => tracing::warn!(%peer, kind = ?other, "unexpected frame kind; ignored"),
         }
@@ -1175,6 +1261,12 @@ impl Inner {
                 actors.insert(ev.actor.clone(), ActorState::Starting);
                 Ok(())
             }
+            // A failed actor can still be stopped (its binding cleans up).
+            EventKind::StopActor
+                if matches!(actors.get(&ev.actor), Some(ActorState::Failed(_))) =>
+            {
+                Ok(())
+            }
             EventKind::Message | EventKind::StopActor => match actors.get(&ev.actor) {
                 None => Err(format!(
                     "undeliverable: no actor '{}' on proc {} (never spawned or already stopped)",
@@ -1183,7 +1275,7 @@ impl Inner {
                 Some(ActorState::Failed(why)) => Err(format!("actor '{}' failed: {why}", ev.actor)),
                 Some(_) => Ok(()),
             },
-            EventKind::StopProc => Ok(()),
+            EventKind::StopProc | EventKind::Supervise => Ok(()),
         }
     }
 
@@ -1198,10 +1290,11 @@ impl Inner {
         result: Answer<'_>,
         defer: Option<Defer>,
     ) -> Result<()> {
-        if ev.answered && ev.reply.is_some() {
+        if ev.answered && (ev.reply.is_some() || ev.kind == EventKind::Supervise) {
             return Err(Error::invalid("this event was already answered"));
         }
         ev.answered = true;
+        Inner::clear_current_owner(&ev.actor);
         match ev.kind {
             EventKind::Spawn => {
                 let state = match &result {
@@ -1219,13 +1312,25 @@ impl Inner {
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&ev.actor);
             }
+            EventKind::Supervise => {
+                self.supervise_answered(ev, &result);
+                return Ok(());
+            }
             _ => {}
         }
         let Some(to) = &ev.reply else {
-            if let Err((msg, _)) = result {
-                // Nobody waits for this answer. Supervision will route it to
-                // the mesh owner; until then it is logged, not lost silently.
-                tracing::error!(actor = %ev.actor, method = %ev.method, error = %msg, "unhandled actor error");
+            if let (Err((msg, parts)), EventKind::Message) = (result, ev.kind) {
+                // Nobody waits for this answer: the actor has failed, and
+                // its owner hears of it.
+                let report = format!("endpoint '{}' raised:\n{msg}", ev.method);
+                let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
+                self.actor_failed(
+                    &ev.actor,
+                    crate::supervision::FailureCause::EndpointError,
+                    &report,
+                    payload,
+                    None,
+                );
             }
             return Ok(());
         };

@@ -47,6 +47,12 @@ pub const MONARCH_EVENT_MESSAGE: u32 = 2;
 pub const MONARCH_EVENT_STOP_ACTOR: u32 = 3;
 /// Event kind: the proc is stopping; leave the event loop and free the runtime.
 pub const MONARCH_EVENT_STOP_PROC: u32 = 4;
+/// Event kind: a mesh owned by the event's actor failed. Part 0 is a
+/// `monarch.schema.SupervisionEvent` flatbuffer. Answer with
+/// `monarch_event_reply` if the actor handled it; answer with
+/// `monarch_event_reply_error` (or free it unanswered) to escalate: the
+/// actor then fails and its own owner gets an event caused by this one.
+pub const MONARCH_EVENT_SUPERVISE: u32 = 5;
 
 /// A stop bound for `*_slice_range` meaning "to the end of the dimension".
 pub const MONARCH_SLICE_END: i64 = 9_223_372_036_854_775_807;
@@ -300,6 +306,31 @@ pub unsafe extern "C" fn monarch_runtime_next_event(
         };
         *out = insert(Object::Event(Arc::new(held))) as *mut monarch_event;
         Ok(())
+    })
+}
+
+/// Wait up to `timeout_ms` (-1: forever, 0: just check) for the next
+/// supervision event addressed to this process's top level (failures of
+/// meshes spawned outside any actor's event, e.g. by a controller's main
+/// program) and write it to `*out`/`*out_len` as a
+/// `monarch.schema.SupervisionEvent` flatbuffer (owned by the caller; free
+/// it with `monarch_buffer_free`). Returns `MONARCH_ERR_TIMEOUT` if none
+/// arrived, `MONARCH_ERR_STOPPED` once the runtime was shut down. The
+/// runtime's file descriptor (`monarch_runtime_fd`) also becomes readable
+/// when an event is queued. Safe to call from a thread of its own.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_supervision_next(
+    rt: *mut monarch_runtime,
+    timeout_ms: i64,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+) -> monarch_status {
+    guard(|| {
+        let r = typed!(rt, Runtime, "runtime");
+        out_ptr(out, "out")?;
+        out_ptr(out_len, "out_len")?;
+        let ev = r.next_supervision_event(timeout(timeout_ms))?;
+        owned_buffer(ev.encode(), out, out_len)
     })
 }
 

@@ -584,6 +584,16 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
                  MONARCH_ERR_INVALID_ARGUMENT, "srun_args");
     CHECK_STATUS(monarch_slurm_job_start(rt, 2, agent, 4, NULL, 0, -1, NULL),
                  MONARCH_ERR_INVALID_ARGUMENT, "out");
+    /* Supervision events: bad handles, NULL out-pointers, nothing queued. */
+    CHECK_STATUS(monarch_supervision_next(NULL, 0, &buf, &len), MONARCH_ERR_INVALID_HANDLE,
+                 "NULL");
+    CHECK_STATUS(monarch_supervision_next((monarch_runtime *)pm, 0, &buf, &len),
+                 MONARCH_ERR_INVALID_HANDLE, "runtime");
+    CHECK_STATUS(monarch_supervision_next(rt, 0, NULL, &len), MONARCH_ERR_INVALID_ARGUMENT,
+                 "out");
+    CHECK_STATUS(monarch_supervision_next(rt, 0, &buf, NULL), MONARCH_ERR_INVALID_ARGUMENT,
+                 "out_len");
+    CHECK_STATUS(monarch_supervision_next(rt, 0, &buf, &len), MONARCH_ERR_TIMEOUT, "");
     /* The wrongly-typed free did not free the proc mesh. */
     CHECK_OK(monarch_proc_mesh_shape(pm, &buf, &len));
     CHECK(buf && len > 0, "proc mesh shape is empty");
@@ -995,17 +1005,26 @@ static int controller_main(void) {
     expect_errors(call(last, "exit", NULL, 0, MONARCH_CALL_ONE), 1, "code 3", __LINE__);
     double dt = now_s() - t0;
     CHECK(dt < 3.0, "the failed point took %.3f s", dt);
-    vm = call(am, "rank", NULL, 0, MONARCH_CALL_ALL);
-    CHECK(vm_len(vm) == 4, "len after exit");
+    /* The owner (this controller) gets a supervision event ... */
+    uint8_t *sev = NULL;
+    size_t sev_len = 0;
+    CHECK_OK(monarch_supervision_next(rt, HANG_MS, &sev, &sev_len));
+    CHECK(sev && sev_len > 0, "empty supervision event");
+    monarch_buffer_free(sev, sev_len);
+    /* ... and later calls to a view holding the dead rank fail at once. */
+    monarch_future *dead = NULL;
+    CHECK_STATUS(monarch_actor_mesh_call(am, "rank", NULL, 0, MONARCH_CALL_ALL, &dead),
+                 MONARCH_ERR_PROC_FAILED, "rank 3");
+    monarch_actor_mesh *first3 = NULL;
+    CHECK_OK(monarch_actor_mesh_flatten(am, "all", &first3));
+    monarch_actor_mesh *alive3 = NULL;
+    CHECK_OK(monarch_actor_mesh_slice_range(first3, "all", 0, 3, 1, &alive3));
+    vm = call(alive3, "rank", NULL, 0, MONARCH_CALL_ALL);
+    CHECK(vm_len(vm) == 3, "len after exit");
     for (size_t i = 0; i < 3; i++) CHECK(vm_i64(vm, i) == (int64_t)i, "rank %zu", i);
-    bool is_err = false;
-    const char *err = NULL;
-    size_t np = 0;
-    if (vm) {
-        CHECK_OK(monarch_value_mesh_point(vm, 3, &is_err, &err, &np));
-        CHECK(is_err && err && *err, "dead rank 3 answered");
-        monarch_value_mesh_free(vm);
-    }
+    if (vm) monarch_value_mesh_free(vm);
+    monarch_actor_mesh_free(alive3);
+    monarch_actor_mesh_free(first3);
     monarch_actor_mesh_free(last);
     monarch_actor_mesh_free(row);
 
@@ -1027,6 +1046,10 @@ static int controller_main(void) {
     CHECK_OK(monarch_runtime_free(rt));
     CHECK_STATUS(monarch_runtime_free(rt), MONARCH_ERR_INVALID_HANDLE, "runtime");
     CHECK_STATUS(monarch_runtime_this_proc(rt, &pm), MONARCH_ERR_INVALID_HANDLE, "runtime");
+    uint8_t *ev_buf = NULL;
+    size_t ev_len = 0;
+    CHECK_STATUS(monarch_supervision_next(rt, 0, &ev_buf, &ev_len), MONARCH_ERR_INVALID_HANDLE,
+                 "runtime");
 
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -13,10 +13,10 @@ pub mod schema {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_KIND: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_KIND: u8 = 6;
+pub const ENUM_MAX_KIND: u8 = 9;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_KIND: [Kind; 7] = [
+pub const ENUM_VALUES_KIND: [Kind; 10] = [
   Kind::Hello,
   Kind::Ready,
   Kind::SpawnActor,
@@ -24,6 +24,9 @@ pub const ENUM_VALUES_KIND: [Kind; 7] = [
   Kind::Reply,
   Kind::StopActor,
   Kind::StopProc,
+  Kind::Supervise,
+  Kind::Heartbeat,
+  Kind::HeartbeatAck,
 ];
 
 /// What a frame carries. One envelope table serves every kind; each kind
@@ -50,9 +53,16 @@ impl Kind {
   pub const StopActor: Self = Self(5);
   /// Stop the whole proc; it exits after its binding has shut down.
   pub const StopProc: Self = Self(6);
+  /// A failure report for the owner of a mesh: part 0 is a
+  /// `SupervisionEvent` flatbuffer (see docs/supervision.md).
+  pub const Supervise: Self = Self(7);
+  /// Parent -> child liveness probe; answered with `HeartbeatAck`.
+  pub const Heartbeat: Self = Self(8);
+  /// Child -> parent: answer to `Heartbeat`.
+  pub const HeartbeatAck: Self = Self(9);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 6;
+  pub const ENUM_MAX: u8 = 9;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Hello,
     Self::Ready,
@@ -61,6 +71,9 @@ impl Kind {
     Self::Reply,
     Self::StopActor,
     Self::StopProc,
+    Self::Supervise,
+    Self::Heartbeat,
+    Self::HeartbeatAck,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -72,6 +85,9 @@ impl Kind {
       Self::Reply => Some("Reply"),
       Self::StopActor => Some("StopActor"),
       Self::StopProc => Some("StopProc"),
+      Self::Supervise => Some("Supervise"),
+      Self::Heartbeat => Some("Heartbeat"),
+      Self::HeartbeatAck => Some("HeartbeatAck"),
       _ => None,
     }
   }
@@ -126,6 +142,124 @@ impl<'a> ::flatbuffers::Verifiable for Kind {
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for Kind {}
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MIN_FAILURE_CAUSE: u8 = 0;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MAX_FAILURE_CAUSE: u8 = 7;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+#[allow(non_camel_case_types)]
+pub const ENUM_VALUES_FAILURE_CAUSE: [FailureCause; 8] = [
+  FailureCause::ExitCode,
+  FailureCause::Signal,
+  FailureCause::EndpointError,
+  FailureCause::HeartbeatLost,
+  FailureCause::Undeliverable,
+  FailureCause::ConnectionLost,
+  FailureCause::SupervisorFailed,
+  FailureCause::SpawnFailed,
+];
+
+/// Why a supervision event was raised.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct FailureCause(pub u8);
+#[allow(non_upper_case_globals)]
+impl FailureCause {
+  /// The proc exited by itself; `code` is its exit status.
+  pub const ExitCode: Self = Self(0);
+  /// The proc was killed by signal `code`.
+  pub const Signal: Self = Self(1);
+  /// An endpoint raised with nobody waiting for its answer (broadcast).
+  pub const EndpointError: Self = Self(2);
+  /// The proc stopped answering heartbeats and was declared failed.
+  pub const HeartbeatLost: Self = Self(3);
+  /// A message could not be delivered (its actor does not exist).
+  pub const Undeliverable: Self = Self(4);
+  /// The connection to the proc was lost without an exit status.
+  pub const ConnectionLost: Self = Self(5);
+  /// The owner actor did not handle a failure of a mesh it owns (its
+  /// supervisor returned false or raised); `caused_by` is that failure.
+  pub const SupervisorFailed: Self = Self(6);
+  /// The actor's constructor raised.
+  pub const SpawnFailed: Self = Self(7);
+
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 7;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::ExitCode,
+    Self::Signal,
+    Self::EndpointError,
+    Self::HeartbeatLost,
+    Self::Undeliverable,
+    Self::ConnectionLost,
+    Self::SupervisorFailed,
+    Self::SpawnFailed,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::ExitCode => Some("ExitCode"),
+      Self::Signal => Some("Signal"),
+      Self::EndpointError => Some("EndpointError"),
+      Self::HeartbeatLost => Some("HeartbeatLost"),
+      Self::Undeliverable => Some("Undeliverable"),
+      Self::ConnectionLost => Some("ConnectionLost"),
+      Self::SupervisorFailed => Some("SupervisorFailed"),
+      Self::SpawnFailed => Some("SpawnFailed"),
+      _ => None,
+    }
+  }
+}
+impl ::core::fmt::Debug for FailureCause {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
+    }
+  }
+}
+impl<'a> ::flatbuffers::Follow<'a> for FailureCause {
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
+}
+
+impl ::flatbuffers::Push for FailureCause {
+    type Output = FailureCause;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        unsafe { ::flatbuffers::emplace_scalar::<u8>(dst, self.0) };
+    }
+}
+
+impl ::flatbuffers::EndianScalar for FailureCause {
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
+}
+
+impl<'a> ::flatbuffers::Verifiable for FailureCause {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
+}
+
+impl ::flatbuffers::SimpleToVerifyInSlice for FailureCause {}
 pub enum ShapeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -856,6 +990,303 @@ impl ::core::fmt::Debug for ActorMeshRef<'_> {
       ds.field("key", &self.key());
       ds.field("procs", &self.procs());
       ds.field("shape", &self.shape());
+      ds.finish()
+  }
+}
+pub enum SupervisionEventOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A failure reported up the ownership tree: on the wire (part 0 of a
+/// `Supervise` frame) and across the C ABI (`monarch_supervision_next`).
+pub struct SupervisionEvent<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for SupervisionEvent<'a> {
+  type Inner = SupervisionEvent<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> SupervisionEvent<'a> {
+  pub const VT_ID: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MESH: ::flatbuffers::VOffsetT = 6;
+  pub const VT_MESH_KEY: ::flatbuffers::VOffsetT = 8;
+  pub const VT_RANKS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_PROC_: ::flatbuffers::VOffsetT = 12;
+  pub const VT_ACTOR: ::flatbuffers::VOffsetT = 14;
+  pub const VT_OWNER: ::flatbuffers::VOffsetT = 16;
+  pub const VT_CAUSE: ::flatbuffers::VOffsetT = 18;
+  pub const VT_CODE: ::flatbuffers::VOffsetT = 20;
+  pub const VT_REPORT: ::flatbuffers::VOffsetT = 22;
+  pub const VT_CAUSED_BY: ::flatbuffers::VOffsetT = 24;
+  pub const VT_PAYLOAD: ::flatbuffers::VOffsetT = 26;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    SupervisionEvent { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args SupervisionEventArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<SupervisionEvent<'bldr>> {
+    let mut builder = SupervisionEventBuilder::new(_fbb);
+    builder.add_id(args.id);
+    if let Some(x) = args.payload { builder.add_payload(x); }
+    if let Some(x) = args.caused_by { builder.add_caused_by(x); }
+    if let Some(x) = args.report { builder.add_report(x); }
+    builder.add_code(args.code);
+    if let Some(x) = args.owner { builder.add_owner(x); }
+    if let Some(x) = args.actor { builder.add_actor(x); }
+    if let Some(x) = args.proc_ { builder.add_proc_(x); }
+    if let Some(x) = args.ranks { builder.add_ranks(x); }
+    if let Some(x) = args.mesh_key { builder.add_mesh_key(x); }
+    if let Some(x) = args.mesh { builder.add_mesh(x); }
+    builder.add_cause(args.cause);
+    builder.finish()
+  }
+
+
+  /// Unique per event within the process that raised it.
+  #[inline]
+  pub fn id(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(SupervisionEvent::VT_ID, Some(0)).unwrap()}
+  }
+  /// User-visible name of the failed mesh (actor mesh, or proc mesh).
+  #[inline]
+  pub fn mesh(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SupervisionEvent::VT_MESH, None)}
+  }
+  /// Actor key of the failed actor mesh ("" for a proc mesh failure).
+  #[inline]
+  pub fn mesh_key(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SupervisionEvent::VT_MESH_KEY, None)}
+  }
+  /// Ranks of the failed points in that mesh (base ranks, row-major).
+  #[inline]
+  pub fn ranks(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(SupervisionEvent::VT_RANKS, None)}
+  }
+  /// Address of the failed proc.
+  #[inline]
+  pub fn proc_(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SupervisionEvent::VT_PROC_, None)}
+  }
+  /// Key of the failed actor inside that proc ("" when the proc failed).
+  #[inline]
+  pub fn actor(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SupervisionEvent::VT_ACTOR, None)}
+  }
+  /// Key of the owning actor the event is addressed to ("" = the
+  /// process's top level, e.g. the controller).
+  #[inline]
+  pub fn owner(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SupervisionEvent::VT_OWNER, None)}
+  }
+  #[inline]
+  pub fn cause(&self) -> FailureCause {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<FailureCause>(SupervisionEvent::VT_CAUSE, Some(FailureCause::ExitCode)).unwrap()}
+  }
+  /// Exit code or signal number (ExitCode / Signal), else 0.
+  #[inline]
+  pub fn code(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(SupervisionEvent::VT_CODE, Some(0)).unwrap()}
+  }
+  /// Human-readable report (with the remote traceback when there is one).
+  #[inline]
+  pub fn report(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(SupervisionEvent::VT_REPORT, None)}
+  }
+  /// The failure this one was caused by (a supervisor that failed).
+  #[inline]
+  pub fn caused_by(&self) -> Option<SupervisionEvent<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<SupervisionEvent>>(SupervisionEvent::VT_CAUSED_BY, None)}
+  }
+  /// Binding-defined bytes (Python: the pickled exception), may be empty.
+  #[inline]
+  pub fn payload(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(SupervisionEvent::VT_PAYLOAD, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for SupervisionEvent<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u64>("id", Self::VT_ID, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("mesh", Self::VT_MESH, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("mesh_key", Self::VT_MESH_KEY, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("ranks", Self::VT_RANKS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("proc_", Self::VT_PROC_, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("actor", Self::VT_ACTOR, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("owner", Self::VT_OWNER, false)?
+     .visit_field::<FailureCause>("cause", Self::VT_CAUSE, false)?
+     .visit_field::<i32>("code", Self::VT_CODE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("report", Self::VT_REPORT, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<SupervisionEvent>>("caused_by", Self::VT_CAUSED_BY, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("payload", Self::VT_PAYLOAD, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct SupervisionEventArgs<'a> {
+    pub id: u64,
+    pub mesh: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub mesh_key: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub ranks: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub proc_: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub actor: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub owner: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub cause: FailureCause,
+    pub code: i32,
+    pub report: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub caused_by: Option<::flatbuffers::WIPOffset<SupervisionEvent<'a>>>,
+    pub payload: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+}
+impl<'a> Default for SupervisionEventArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    SupervisionEventArgs {
+      id: 0,
+      mesh: None,
+      mesh_key: None,
+      ranks: None,
+      proc_: None,
+      actor: None,
+      owner: None,
+      cause: FailureCause::ExitCode,
+      code: 0,
+      report: None,
+      caused_by: None,
+      payload: None,
+    }
+  }
+}
+
+pub struct SupervisionEventBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SupervisionEventBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_id(&mut self, id: u64) {
+    self.fbb_.push_slot::<u64>(SupervisionEvent::VT_ID, id, 0);
+  }
+  #[inline]
+  pub fn add_mesh(&mut self, mesh: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_MESH, mesh);
+  }
+  #[inline]
+  pub fn add_mesh_key(&mut self, mesh_key: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_MESH_KEY, mesh_key);
+  }
+  #[inline]
+  pub fn add_ranks(&mut self, ranks: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_RANKS, ranks);
+  }
+  #[inline]
+  pub fn add_proc_(&mut self, proc_: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_PROC_, proc_);
+  }
+  #[inline]
+  pub fn add_actor(&mut self, actor: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_ACTOR, actor);
+  }
+  #[inline]
+  pub fn add_owner(&mut self, owner: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_OWNER, owner);
+  }
+  #[inline]
+  pub fn add_cause(&mut self, cause: FailureCause) {
+    self.fbb_.push_slot::<FailureCause>(SupervisionEvent::VT_CAUSE, cause, FailureCause::ExitCode);
+  }
+  #[inline]
+  pub fn add_code(&mut self, code: i32) {
+    self.fbb_.push_slot::<i32>(SupervisionEvent::VT_CODE, code, 0);
+  }
+  #[inline]
+  pub fn add_report(&mut self, report: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_REPORT, report);
+  }
+  #[inline]
+  pub fn add_caused_by(&mut self, caused_by: ::flatbuffers::WIPOffset<SupervisionEvent<'b >>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<SupervisionEvent>>(SupervisionEvent::VT_CAUSED_BY, caused_by);
+  }
+  #[inline]
+  pub fn add_payload(&mut self, payload: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SupervisionEvent::VT_PAYLOAD, payload);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SupervisionEventBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    SupervisionEventBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<SupervisionEvent<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for SupervisionEvent<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("SupervisionEvent");
+      ds.field("id", &self.id());
+      ds.field("mesh", &self.mesh());
+      ds.field("mesh_key", &self.mesh_key());
+      ds.field("ranks", &self.ranks());
+      ds.field("proc_", &self.proc_());
+      ds.field("actor", &self.actor());
+      ds.field("owner", &self.owner());
+      ds.field("cause", &self.cause());
+      ds.field("code", &self.code());
+      ds.field("report", &self.report());
+      ds.field("caused_by", &self.caused_by());
+      ds.field("payload", &self.payload());
       ds.finish()
   }
 }

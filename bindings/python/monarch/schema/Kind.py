@@ -22,3 +22,10 @@ class Kind(object):
     StopActor = 5
     # Stop the whole proc; it exits after its binding has shut down.
     StopProc = 6
+    # A failure report for the owner of a mesh: part 0 is a
+    # `SupervisionEvent` flatbuffer (see docs/supervision.md).
+    Supervise = 7
+    # Parent -> child liveness probe; answered with `HeartbeatAck`.
+    Heartbeat = 8
+    # Child -> parent: answer to `Heartbeat`.
+    HeartbeatAck = 9
