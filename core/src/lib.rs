@@ -35,8 +35,8 @@ pub mod port;
 pub mod process;
 pub mod rdma;
 pub mod runtime;
-pub mod transport;
 pub mod supervision;
+pub mod transport;
 pub mod value;
 pub mod wire;
 

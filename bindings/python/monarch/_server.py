@@ -64,6 +64,7 @@ EVENT_SPAWN = lib.MONARCH_EVENT_SPAWN
 EVENT_MESSAGE = lib.MONARCH_EVENT_MESSAGE
 EVENT_STOP_ACTOR = lib.MONARCH_EVENT_STOP_ACTOR
 EVENT_STOP_PROC = lib.MONARCH_EVENT_STOP_PROC
+EVENT_SUPERVISE = lib.MONARCH_EVENT_SUPERVISE
 
 _event_free = lib.monarch_event_free
 _event_info = lib.monarch_event_info
@@ -290,7 +291,10 @@ class Server:
                 self._spawn(ev, _string(self._actor[0]), _string(self._type[0]), owner_box)
             elif kind == EVENT_STOP_ACTOR:
                 self._stop_actor(ev, _string(self._actor[0]))
+            elif kind == EVENT_SUPERVISE:
+                self._supervise(ev, _string(self._actor[0]))
             elif kind == EVENT_STOP_PROC:
+                self._cleanup_all()
                 return False
             return True
         finally:
@@ -372,13 +376,14 @@ class Server:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             current.event, current.actor = prev_event, prev_actor
-            if self._wants_reply(ev):
-                self._reply_err(ev, exc)
-            else:
+            if not self._wants_reply(ev):
                 sys.stderr.write(
                     f"monarch: endpoint {method.decode()!r} of actor {key.decode()!r} "
                     f"raised with nobody waiting:\n{_format_exc(exc)}"
                 )
+            # With nobody waiting, the runtime fails the actor and reports
+            # it to the mesh's owner.
+            self._reply_err(ev, exc)
             return
         current.event, current.actor = prev_event, prev_actor
         if self._wants_reply(ev):
@@ -433,6 +438,48 @@ class Server:
         entry = (getattr(hosted.instance, name), raw, explicit, concurrent)
         hosted.endpoints[method] = entry
         return entry
+
+    def _supervise(self, ev, key: bytes):
+        """A mesh owned by actor ``key`` failed: ask its ``__supervise__``;
+        answered OK when handled, with an error to escalate."""
+        from ._supervision import MeshFailure, run_supervise
+
+        parts = self._parts(ev)
+        failure = MeshFailure._decode(_buffer(parts[0][0], parts[0][1])[:])
+        hosted = self.actors.get(key)
+        handled, exc = False, None
+        if hosted is not None:
+            prev_event, prev_actor = current.event, current.actor
+            current.event, current.actor = None, hosted
+            try:
+                handled, exc = run_supervise(hosted.instance, failure)
+            finally:
+                current.event, current.actor = prev_event, prev_actor
+        if handled:
+            check(_event_reply(ev, _EMPTY_PARTS, 0))
+        elif exc is not None:
+            self._reply_err(ev, exc, f"__supervise__ of actor {key.decode()!r} raised on {failure.report()}\n")
+        else:
+            msg = f"actor {key.decode()!r} did not handle: {failure.report()}".encode("utf-8", "replace")
+            check(_event_reply_error(ev, msg.replace(b"\0", b""), _EMPTY_PARTS, 0))
+
+    def _cleanup_all(self):
+        """The proc is stopping: run every actor's ``__cleanup__``."""
+        for key in list(self.actors):
+            hosted = self.actors.pop(key)
+            cleanup = getattr(hosted.instance, "__cleanup__", None)
+            if cleanup is None:
+                continue
+            prev_event, prev_actor = current.event, current.actor
+            current.event, current.actor = None, hosted
+            try:
+                r = cleanup(None) if _takes_arg(cleanup) else cleanup()
+                if hasattr(r, "__await__"):
+                    _run_coroutine(r, hosted.point(), hosted)
+            except Exception as exc:  # noqa: BLE001 - the proc stops anyway
+                sys.stderr.write(f"monarch: __cleanup__ of {key.decode()!r} raised:\n{_format_exc(exc)}")
+            finally:
+                current.event, current.actor = prev_event, prev_actor
 
     def _stop_actor(self, ev, key: bytes):
         hosted = self.actors.pop(key, None)

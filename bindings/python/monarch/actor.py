@@ -45,6 +45,7 @@ from ._lib import (
     take_buffer,
 )
 from ._ports import Channel, Port, PortReceiver
+from ._supervision import MeshFailure, default_unhandled_fault_hook, ensure_watcher
 
 __all__ = [
     "Accumulator",
@@ -56,6 +57,7 @@ __all__ = [
     "Endpoint",
     "Future",
     "HostMesh",
+    "MeshFailure",
     "MonarchError",
     "Point",
     "Port",
@@ -72,7 +74,14 @@ __all__ = [
     "send",
     "this_host",
     "this_proc",
+    "unhandled_fault_hook",
 ]
+
+#: Called with a ``MeshFailure`` for each failure that reached this
+#: process's top level unhandled (a mesh the program spawned itself failed,
+#: or an actor owning one did not handle its failure). Replace it to decide
+#: what happens; the default reports the failure and exits with status 1.
+unhandled_fault_hook = default_unhandled_fault_hook
 
 CALL_ALL = lib.MONARCH_CALL_ALL
 CALL_ONE = lib.MONARCH_CALL_ONE
@@ -755,7 +764,13 @@ _ANY = _AnyName()
 
 class Actor:
     """Base class of actors. Subclass it, define ``__init__`` and mark
-    methods with ``@endpoint``; spawn with ``ProcMesh.spawn``."""
+    methods with ``@endpoint``; spawn with ``ProcMesh.spawn``.
+
+    Optional hooks: ``__supervise__(self, failure)`` (sync or async) is
+    called with a ``MeshFailure`` when a mesh this actor spawned fails;
+    return True if handled, False to escalate to this actor's owner (raising
+    escalates too, with the exception as cause). ``__cleanup__(self, exc)``
+    runs when the actor is stopped (``exc`` is None) or its proc stops."""
 
 
 # ---------------------------------------------------------------------------
@@ -1442,6 +1457,7 @@ class ProcMesh(_MeshTrait):
         out_mesh = _new("monarch_actor_mesh **")
         out_ready = _new("monarch_future **")
         type_name = f"{cls.__module__}.{cls.__qualname__}".encode()
+        ensure_watcher()
         st = lib.monarch_actor_mesh_spawn(
             self._h, name.encode(), type_name, arr, len(parts), out_mesh, out_ready
         )
@@ -1489,6 +1505,7 @@ class ProcMesh(_MeshTrait):
             _ensure_this_proc_server()
         out_mesh = _new("monarch_actor_mesh **")
         out_ready = _new("monarch_future **")
+        ensure_watcher()
         st = lib.monarch_actor_mesh_spawn(
             self._h, name.encode(), type_name.encode(), arr, n, out_mesh, out_ready
         )
@@ -1641,6 +1658,7 @@ class HostMesh:
         # from block-buffering it.
         env.append(_new("char[]", b"PYTHONUNBUFFERED=1"))
         c_env = _new("char *[]", env)
+        ensure_watcher()
         if self._h is not None:
             st = lib.monarch_host_mesh_spawn_procs(
                 self._h, c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, len(env), out

@@ -1,0 +1,200 @@
+"""Supervision for Python: ``MeshFailure``, ``Actor.__supervise__`` and the
+unhandled-fault hook (see docs/supervision.md for the semantics, which live
+in libmonarch).
+
+* A failure of a mesh owned by an actor arrives in that actor's proc as a
+  supervise event (``monarch._server``); the actor's ``__supervise__(self,
+  failure)`` (sync or async) decides: truthy = handled; falsy (or no
+  ``__supervise__``) = escalate; raising = escalate with the exception as the
+  new failure's cause. Escalating fails the actor, and its own owner gets a
+  new ``MeshFailure`` whose ``caused_by`` is the first.
+* A failure of a mesh owned by the program itself (a controller's main code)
+  is pulled by a daemon thread ("monarch-supervision") and handed to
+  ``monarch.actor.unhandled_fault_hook(failure)``, looked up at call time so
+  a program may replace it. The default prints the report and exits the
+  process with status 1. It fires once per failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ._lib import ERR_STOPPED, ERR_TIMEOUT, ffi, lib, runtime
+
+# FailureCause values (core/schema/monarch.fbs), by name.
+CAUSES = {
+    0: "exit_code",
+    1: "signal",
+    2: "endpoint_error",
+    3: "heartbeat_lost",
+    4: "undeliverable",
+    5: "connection_lost",
+    6: "supervisor_failed",
+    7: "spawn_failed",
+}
+
+
+class MeshFailure:
+    """A failure of (part of) a mesh, delivered to its owner.
+
+    ``mesh_name``: the mesh's name (a proc mesh is named ``procs.<n>``);
+    ``ranks``: the failed ranks; ``cause``: one of ``exit_code``,
+    ``signal``, ``endpoint_error``, ``heartbeat_lost``, ``undeliverable``,
+    ``connection_lost``, ``supervisor_failed``; ``code``: the exit code or
+    signal number; ``actor``: key of the failed actor ("" when a whole proc
+    failed); ``proc``: its proc's address; ``exception``: the remote
+    exception when it could be transported; ``caused_by``: the failure that
+    caused this one (a supervisor that did not handle it), or None.
+    ``report()`` is a readable description including the chain."""
+
+    __slots__ = ("mesh_name", "ranks", "cause", "code", "actor", "proc", "_report", "exception", "caused_by", "id")
+
+    def __init__(
+        self, mesh_name, ranks, cause, code=0, actor="", proc="", report="", exception=None, caused_by=None, id=0
+    ):
+        self.mesh_name = mesh_name
+        self.ranks = list(ranks)
+        self.cause = cause
+        self.code = code
+        self.actor = actor
+        self.proc = proc
+        self._report = report
+        self.exception = exception
+        self.caused_by = caused_by
+        self.id = id
+
+    @property
+    def mesh(self) -> str:
+        return self.mesh_name
+
+    def report(self) -> str:
+        text = self._report
+        if self.caused_by is not None:
+            text += "\ncaused by: " + self.caused_by.report()
+        return text
+
+    def __str__(self):
+        return self.report()
+
+    def __repr__(self):
+        return f"MeshFailure(mesh={self.mesh_name!r}, ranks={self.ranks}, cause={self.cause!r})"
+
+    @classmethod
+    def _from_fb(cls, ev) -> MeshFailure:
+        def s(v):
+            return v.decode("utf-8", "replace") if v else ""
+
+        exc = None
+        if not ev.PayloadIsNone() and ev.PayloadLength():
+            import pickle
+
+            try:
+                exc = pickle.loads(bytes(ev.Payload(j) for j in range(ev.PayloadLength())))
+            except Exception:  # noqa: BLE001 - class unknown here, or not a pickle
+                exc = None
+            if not isinstance(exc, BaseException):
+                exc = None
+        cb = ev.CausedBy()
+        return cls(
+            s(ev.Mesh()),
+            [ev.Ranks(i) for i in range(ev.RanksLength())],
+            CAUSES.get(ev.Cause(), "unknown"),
+            ev.Code(),
+            s(ev.Actor()),
+            s(ev.Proc()),
+            s(ev.Report()),
+            exc,
+            cls._from_fb(cb) if cb is not None else None,
+            ev.Id(),
+        )
+
+    @classmethod
+    def _decode(cls, data: bytes) -> MeshFailure:
+        from .schema.SupervisionEvent import SupervisionEvent
+
+        return cls._from_fb(SupervisionEvent.GetRootAs(data, 0))
+
+
+def default_unhandled_fault_hook(failure: MeshFailure) -> None:
+    """Report the failure on stderr and exit this process with status 1."""
+    try:
+        sys.stderr.write(f"monarch: unhandled failure, exiting: {failure.report()}\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+    finally:
+        os._exit(1)
+
+
+def _hook():
+    from . import actor
+
+    return getattr(actor, "unhandled_fault_hook", default_unhandled_fault_hook)
+
+
+def _report_hook_error(failure, exc):
+    import traceback
+
+    sys.stderr.write(
+        f"monarch: unhandled_fault_hook raised for {failure!r}:\n"
+        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    )
+
+
+_watcher = None
+_watcher_lock = threading.Lock()
+
+
+def ensure_watcher() -> None:
+    """Start the thread that hands this process's top-level failures to
+    the unhandled-fault hook (once)."""
+    global _watcher
+    if _watcher is not None:
+        return
+    with _watcher_lock:
+        if _watcher is not None:
+            return
+        rt = runtime()
+        t = threading.Thread(target=_watch, args=(rt,), name="monarch-supervision", daemon=True)
+        t.start()
+        _watcher = t
+
+
+def _watch(rt) -> None:
+    out = ffi.new("uint8_t **")
+    n = ffi.new("size_t *")
+    while True:
+        st = lib.monarch_supervision_next(rt, -1, out, n)
+        if st == ERR_TIMEOUT:
+            continue
+        if st:
+            # Stopped (runtime freed), or the handle is gone.
+            if st != ERR_STOPPED:
+                pass
+            return
+        try:
+            data = bytes(ffi.buffer(out[0], n[0]))
+        finally:
+            lib.monarch_buffer_free(out[0], n[0])
+        failure = MeshFailure._decode(data)
+        try:
+            _hook()(failure)
+        except BaseException as exc:  # noqa: BLE001 - a hook must not kill the watcher
+            _report_hook_error(failure, exc)
+
+
+def run_supervise(instance, failure: MeshFailure):
+    """Call ``instance.__supervise__(failure)``: (handled, exception)."""
+    sup = getattr(instance, "__supervise__", None)
+    if sup is None:
+        return False, None
+    try:
+        r = sup(failure)
+        if hasattr(r, "__await__"):
+            from ._server import _run_coroutine
+
+            r = _run_coroutine(r)
+        return bool(r), None
+    except Exception as exc:  # noqa: BLE001 - becomes the new failure's cause
+        return False, exc
