@@ -261,11 +261,42 @@ void test_crash() {
   auto vm = echo.slice("procs", 2).call_one("exit").get(30s);
   CHECK(!vm[0].ok());
   CHECK(contains(vm[0].error(), "code 3"));
-  auto all = echo.call("rank").get(30s);
-  CHECK(all[0].ok() && all[1].ok());
-  CHECK(!all[2].ok());
+  // The crash is a supervision event for this controller (the owner).
+  auto ev = rt.next_supervision_event(30s);
+  CHECK(ev.has_value());
+  if (ev) {
+    CHECK(ev->cause == monarch::SupervisionEvent::ExitCode);
+    CHECK(ev->code == 3);
+    CHECK(ev->ranks == std::vector<std::uint64_t>{2});
+    CHECK(contains(ev->report, "exited with code 3"));
+    CHECK(contains(ev->report, "'e'"));  // the actor mesh on the proc
+    CHECK(ev->caused_by == nullptr);
+  }
+  CHECK(!rt.next_supervision_event(100ms).has_value());
+  // Later calls to a view holding the dead rank fail at once.
+  auto e = THROWS(Error, echo.call("rank"));
+  if (e) {
+    CHECK(e->status() == MONARCH_ERR_PROC_FAILED);
+    CHECK(contains(e->what(), "rank 2"));
+  }
   // Disjoint slices keep working.
   CHECK(echo.slice("procs", 0, 2).call("rank").get(30s).values<std::uint64_t>().size() == 2);
+  // An endpoint failing under broadcast (nobody waits) fails that actor and
+  // is reported too.
+  auto fine = procs.slice("procs", 0, 2).spawn("f", "Echo");
+  fine.slice("procs", 1).broadcast("fail");
+  auto ev2 = rt.next_supervision_event(30s);
+  CHECK(ev2.has_value());
+  if (ev2) {
+    CHECK(ev2->cause == monarch::SupervisionEvent::EndpointError);
+    CHECK(ev2->mesh == "f");
+    CHECK(ev2->ranks == std::vector<std::uint64_t>{1});
+  }
+  // Bad handles are rejected.
+  std::uint8_t* b = nullptr;
+  std::size_t n = 0;
+  CHECK(monarch_supervision_next(nullptr, 0, &b, &n) == MONARCH_ERR_INVALID_HANDLE);
+  CHECK(monarch_supervision_next(rt.handle(), 0, nullptr, &n) == MONARCH_ERR_INVALID_ARGUMENT);
 }
 
 // A `monarch host` agent on 127.0.0.1 started by the test (dies with the

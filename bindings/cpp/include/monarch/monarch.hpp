@@ -14,10 +14,13 @@
 //       std::cout << p.point().rank << " -> " << p.as<int64_t>() << "\n";
 //   }
 //
-// Not covered yet, because the C ABI lacks them: supervision events (an
-// actor that dies shows up as an error point of calls in flight and later
-// calls), remote host meshes (HostMesh is this machine only), zero-copy
-// sends with a deleter.
+// Supervision: a proc that dies fails the calls in flight to it (error
+// points), later calls to views holding it throw Error(MONARCH_ERR_PROC_FAILED),
+// and the failure is pulled as a SupervisionEvent with
+// Runtime::next_supervision_event (docs/supervision.md).
+//
+// Not covered yet, because the C ABI lacks them: remote host meshes
+// (HostMesh is this machine only), zero-copy sends with a deleter.
 #ifndef MONARCH_HPP
 #define MONARCH_HPP
 
@@ -29,6 +32,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -631,6 +636,10 @@ class ActorServer {
         ev.reply_error(error);
       else
         ev.reply(out);
+    } else if (failed && kind == MONARCH_EVENT_MESSAGE) {
+      // Nobody waits (broadcast): the runtime fails the actor and reports
+      // the error to the mesh's owner.
+      ev.reply_error(error);
     }
     return true;
   }
@@ -651,6 +660,85 @@ class ActorServer {
 
  private:
   ActorHost host_;
+};
+
+// ------------------------------------------------------------ supervision
+
+/// A failure reported to the owner of a mesh (decoded from the
+/// `monarch.schema.SupervisionEvent` flatbuffer; see docs/supervision.md).
+struct SupervisionEvent {
+  /// monarch.schema.FailureCause values.
+  enum Cause : std::uint8_t {
+    ExitCode = 0,
+    Signal = 1,
+    EndpointError = 2,
+    HeartbeatLost = 3,
+    Undeliverable = 4,
+    ConnectionLost = 5,
+    SupervisorFailed = 6,
+    SpawnFailed = 7,
+  };
+  std::uint64_t id = 0;
+  /// Name of the failed mesh (a proc mesh is named "procs.<n>").
+  std::string mesh;
+  /// Actor key of the failed actor mesh ("" for a proc mesh).
+  std::string mesh_key;
+  /// The failed ranks of that mesh.
+  std::vector<std::uint64_t> ranks;
+  /// Address of the failed proc; key of the failed actor ("" for a proc).
+  std::string proc, actor;
+  /// Key of the owning actor ("" = this process's top level).
+  std::string owner;
+  Cause cause = ExitCode;
+  /// Exit code or signal number.
+  std::int32_t code = 0;
+  /// Readable report (with the remote error text when there is one).
+  std::string report;
+  /// The failure this one was caused by (a supervisor that gave up).
+  std::shared_ptr<SupervisionEvent> caused_by;
+  /// Binding-defined bytes (e.g. a pickled Python exception).
+  Bytes payload;
+
+  /// Decode (bounds-checked; throws DecodeError).
+  static SupervisionEvent parse(const std::uint8_t* buf, std::size_t len) {
+    if (!buf || len < 4) throw DecodeError("malformed SupervisionEvent flatbuffer");
+    detail::FbReader r{buf, len};
+    return parse_table(r, r.u32(0), 0);
+  }
+
+ private:
+  static std::string str(const detail::FbReader& r, std::size_t fpos) {
+    if (!fpos) return {};
+    std::size_t sp = fpos + r.u32(fpos);
+    std::size_t sl = r.u32(sp);
+    r.need(sp + 4, sl);
+    return std::string(reinterpret_cast<const char*>(r.b + sp + 4), sl);
+  }
+  static SupervisionEvent parse_table(const detail::FbReader& r, std::size_t t, int depth) {
+    if (depth > 64) throw DecodeError("SupervisionEvent chain too deep");
+    SupervisionEvent e;
+    // Fields: 0 id, 1 mesh, 2 mesh_key, 3 ranks, 4 proc, 5 actor, 6 owner,
+    // 7 cause, 8 code, 9 report, 10 caused_by, 11 payload.
+    if (std::size_t p = r.field(t, 0)) e.id = r.u64(p);
+    e.mesh = str(r, r.field(t, 1));
+    e.mesh_key = str(r, r.field(t, 2));
+    auto [rp, rn] = r.vec(r.field(t, 3), 8);
+    for (std::size_t i = 0; i < rn; ++i) e.ranks.push_back(r.u64(rp + 8 * i));
+    e.proc = str(r, r.field(t, 4));
+    e.actor = str(r, r.field(t, 5));
+    e.owner = str(r, r.field(t, 6));
+    if (std::size_t p = r.field(t, 7)) {
+      r.need(p, 1);
+      e.cause = static_cast<Cause>(r.b[p]);
+    }
+    if (std::size_t p = r.field(t, 8)) e.code = static_cast<std::int32_t>(r.u32(p));
+    e.report = str(r, r.field(t, 9));
+    if (std::size_t p = r.field(t, 10))
+      e.caused_by = std::make_shared<SupervisionEvent>(parse_table(r, p + r.u32(p), depth + 1));
+    auto [pp, pn] = r.vec(r.field(t, 11), 1);
+    if (pn) e.payload.assign(r.b + pp, r.b + pp + pn);
+    return e;
+  }
 };
 
 /// The path of this executable (/proc/self/exe).
@@ -718,6 +806,31 @@ class Runtime {
     detail::check(monarch_runtime_this_proc(h_.get(), &pm));
     return ProcMesh(pm);
   }
+  /// The next supervision event for this process's top level (failures
+  /// of meshes this program spawned itself), waiting up to `timeout`;
+  /// std::nullopt if none came. Throws Error(MONARCH_ERR_STOPPED) once the
+  /// runtime was shut down. May be called from a thread of its own.
+  template <class Rep, class Period>
+  std::optional<SupervisionEvent> next_supervision_event(
+      std::chrono::duration<Rep, Period> timeout) const {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+    return next_supervision_event_ms(static_cast<std::int64_t>(ms));
+  }
+  /// As above with a timeout in milliseconds (-1: forever, 0: just check).
+  std::optional<SupervisionEvent> next_supervision_event_ms(std::int64_t timeout_ms) const {
+    std::uint8_t* buf = nullptr;
+    std::size_t len = 0;
+    monarch_status s = monarch_supervision_next(h_.get(), timeout_ms, &buf, &len);
+    if (s == MONARCH_ERR_TIMEOUT) return std::nullopt;
+    detail::check(s);
+    struct Free {
+      std::uint8_t* b;
+      std::size_t n;
+      ~Free() { monarch_buffer_free(b, n); }
+    } guard{buf, len};
+    return SupervisionEvent::parse(buf, len);
+  }
+
   /// Handle events for the actors of this process for up to `timeout_ms`
   /// (-1: until stopped). Returns false once the runtime stopped.
   bool serve_events(std::int64_t timeout_ms = 0) { return server_.serve(h_.get(), timeout_ms); }
