@@ -128,7 +128,7 @@ def test_proc_death_during_a_call(hook, how, cause, needle):
         # the proc before it exited: batched replies die with the process.)
         try:
             vals = list(slow.get(timeout=30).values())
-            assert how == "exit" and vals == [0, 0, 0, 0], vals
+            assert how == "exit" and vals == [0, 1, 2, 3], vals
         except SupervisionError as e:
             assert [r for r, _, _ in e.failures] == [2]
         # The owner (the controller's top level) hears once.
