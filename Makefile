@@ -31,7 +31,7 @@ CARGO_PROFILE := --release
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 .PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean \
-	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests
+	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests bench-supervision
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
@@ -43,7 +43,8 @@ help:
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
-	@echo "make bench     run benches/run.py, benches/rdma.py (data plane), benches/meshes.py and the in-process local_cast example"
+	@echo "make bench     run benches/run.py, benches/rdma.py (data plane), benches/meshes.py, the in-process local_cast example, benches/supervision.py"
+	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
@@ -90,6 +91,10 @@ bench: venv install
 	$(VPY) benches/rdma.py
 	$(VPY) benches/meshes.py
 	$(CARGO) run $(CARGO_PROFILE) -q -p monarch-core --example local_cast
+	$(VPY) benches/supervision.py
+
+bench-supervision: venv install
+	$(VPY) benches/supervision.py
 
 bench-hosts: venv build install
 	$(VPY) benches/hosts.py
