@@ -345,8 +345,11 @@ impl ActorMesh {
         // The sender and part sizes are filled in when the frame is encoded.
         if env.kind != Kind::StopActor {
             // Calls to a view holding a failed proc or actor fail at once.
-            self.rt
-                .check_dests(&self.r.key, &self.r.name, bases.iter().map(|&b| &procs[b]).enumerate())?;
+            self.rt.check_dests(
+                &self.r.key,
+                &self.r.name,
+                bases.iter().map(|&b| &procs[b]).enumerate(),
+            )?;
         }
         env.shape = Some(self.shape_bytes.clone());
         // Every point a child of ours in the multicast tree: plain sends.

@@ -3,14 +3,32 @@
 - an endpoint that raises: the caller gets ActorError with the remote
   traceback, the actor lives on;
 - a constructor that raises: spawn() raises ActorError;
-- a proc that dies mid-call: the call fails promptly, other ranks answer.
+- a proc that dies mid-call: the call fails promptly (SupervisionError),
+  other ranks answer, later calls to views holding it fail at once, and the
+  failure goes to the mesh's owner: here the controller, whose
+  ``unhandled_fault_hook`` would exit the program unless replaced
+  (docs/supervision.md).
 
 Run: .venv/bin/python examples/python/errors.py
 """
 
 import os
+import threading
 
-from monarch.actor import Actor, ActorError, current_rank, endpoint, this_host
+import monarch.actor
+from monarch.actor import Actor, ActorError, SupervisionError, current_rank, endpoint, this_host
+
+failures = []
+got_failure = threading.Event()
+
+
+def on_failure(failure):
+    # Runs on the runtime's supervision thread, once per failure.
+    failures.append(failure)
+    got_failure.set()
+
+
+monarch.actor.unhandled_fault_hook = on_failure
 
 
 class Worker(Actor):
@@ -58,6 +76,13 @@ def main():
     except ActorError as e:
         print("proc of rank 1 exited mid-call -> ActorError:", str(e).strip().splitlines()[-1])
     print("rank 0 still answers:", workers.slice(gpus=0).ok.call_one().get())
+    try:
+        workers.ok.call()
+    except SupervisionError as e:
+        print("a call to a view holding rank 1 -> SupervisionError:", str(e).splitlines()[0][:60], "...")
+    got_failure.wait(30)
+    f = failures[0]
+    print(f"supervision event: mesh {f.mesh_name} ranks {f.ranks} cause {f.cause} (code {f.code})")
 
     procs.stop().get()
     print("procs stopped")
