@@ -155,7 +155,11 @@ fn killed_proc_fails_calls_in_flight_and_reaches_the_owner() {
         // The other ranks' replies still arrive.
         let vm = wait(&all);
         for (r, v) in vm.values.iter().enumerate() {
-            assert_eq!(v.is_err(), r == 2, "rank {r}: {v:?}");
+            // (With SIGSEGV, rank 2 crashes only after answering `all`, an
+            // answer that may or may not have left before the crash.)
+            if r != 2 || sig == libc::SIGKILL {
+                assert_eq!(v.is_err(), r == 2, "rank {r}: {v:?}");
+            }
         }
 
         // The owner (this controller's top level) gets one event.
