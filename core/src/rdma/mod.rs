@@ -167,6 +167,34 @@ fn advise_huge_pages(ptr: usize, len: usize) {
     }
 }
 
+/// Run the calling thread (a data-plane copier) at a lower CPU priority,
+/// so that on a machine with few cores a bulk transfer yields the CPU to
+/// the threads moving control messages. `MONARCH_RDMA_NICE`: 1..19 is the
+/// thread's nice value (default 10: about a tenth of a core's share when
+/// every core is contended, all of an idle core), 20 is `SCHED_IDLE` (runs
+/// only on otherwise idle CPUs), 0 leaves the priority alone.
+pub(crate) fn lower_priority() {
+    static NICE: OnceLock<i32> = OnceLock::new();
+    let nice = *NICE.get_or_init(|| {
+        std::env::var("MONARCH_RDMA_NICE")
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(10)
+            .clamp(0, 20)
+    });
+    if nice == 20 {
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: changing our own thread's policy to SCHED_IDLE.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
+    } else if nice > 0 {
+        // SAFETY: setpriority on our own thread id (Linux: per thread).
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+        }
+    }
+}
+
 /// A registered buffer, or a handle on someone else's.
 pub struct Buffer {
     desc: Descriptor,
@@ -587,6 +615,7 @@ pub fn start_transfer(
     std::thread::Builder::new()
         .name("monarch-rdma-xfer".into())
         .spawn(move || {
+            lower_priority();
             let r = buf.transfer(offset, local, len, write);
             f.complete(r.map(done_value));
         })
