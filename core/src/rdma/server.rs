@@ -84,6 +84,8 @@ fn serve(s: Stream) {
     let _ = std::thread::Builder::new()
         .name("monarch-rdma-conn".into())
         .spawn(move || {
+            // This thread copies bulk bytes (TCP reads and writes).
+            super::lower_priority();
             let mut s = s;
             let _ = s.set_read_timeout(Some(IO_TIMEOUT));
             let _ = s.set_write_timeout(Some(IO_TIMEOUT));

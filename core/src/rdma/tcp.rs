@@ -122,9 +122,10 @@ pub fn transfer(
         while at < len {
             let l = per.min(len - at);
             let t = target.as_str();
-            handles.push(
-                sc.spawn(move || stripe(t, token, d, offset + at as u64, local + at, l, write)),
-            );
+            handles.push(sc.spawn(move || {
+                super::lower_priority();
+                stripe(t, token, d, offset + at as u64, local + at, l, write)
+            }));
             at += l;
         }
         let mut first_err = None;
