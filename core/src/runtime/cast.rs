@@ -12,6 +12,10 @@ use crate::multicast::{route, Node, FORWARD_ONLY};
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
+/// How long a forwarding proc waits before failing the points of a lost
+/// child (see `relay_peer_lost`).
+const RELAY_LOSS_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Replies of one cast's subtree, collected by a forwarding proc and sent
 /// up in one batch when all are in (or failed).
 pub(crate) struct Relay {
@@ -19,8 +23,9 @@ pub(crate) struct Relay {
     /// the port there.
     upstream: String,
     port: u64,
-    /// Per child proc (first hop below us): the slots it relays to us.
-    owed: HashMap<String, Vec<u64>>,
+    /// Per child proc (first hop below us): the slots it relays to us,
+    /// and whether each is the child's own point.
+    owed: HashMap<String, Vec<(u64, bool)>>,
     st: Mutex<RelayState>,
 }
 
@@ -119,7 +124,7 @@ impl Inner {
         let addr_of = |r: usize| addrs.get(&r).map(|a| a.to_string()).unwrap_or_default();
         // For a gather, replies of our subtree come to a relay port of ours.
         let relay = (env.cast_relay && env.reply_port != 0).then(|| {
-            let mut owed: HashMap<String, Vec<u64>> = HashMap::new();
+            let mut owed: HashMap<String, Vec<(u64, bool)>> = HashMap::new();
             let mut slots: Vec<u64> = Vec::new();
             if env.cast_slots[0] != FORWARD_ONLY {
                 slots.push(env.cast_slots[0]);
@@ -130,7 +135,7 @@ impl Inner {
             for hop in &routes.hops {
                 let v = owed.entry(addr_of(hop[0].rank)).or_default();
                 for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
-                    v.push(m.slot);
+                    v.push((m.slot, m.rank == hop[0].rank));
                     slots.push(m.slot);
                 }
             }
@@ -245,12 +250,38 @@ impl Inner {
     }
 
     /// `peer` was lost: the slots it was relaying to us fail.
+    ///
+    /// The failures are filled after a grace period: the cast's sender,
+    /// when it started that proc, learns of the loss itself with a better
+    /// message (the exit status) and fills those points first; the relay's
+    /// errors then only matter to senders that could not know.
     pub(super) fn relay_peer_lost(self: &Arc<Self>, peer: &str, why: &str) {
+        let mut fails = Vec::new();
         for (port, r) in self.cast_relays.all() {
-            for &slot in r.owed.get(peer).into_iter().flatten() {
-                let msg = format!("{why} (it was forwarding this cast to this point)");
-                self.relay_fill(port, slot, PointValue::error(msg));
+            for &(slot, own) in r.owed.get(peer).into_iter().flatten() {
+                let msg = if own {
+                    why.to_string()
+                } else {
+                    format!("{why} (it was forwarding this cast to this point)")
+                };
+                fails.push((port, slot, msg));
             }
+        }
+        if fails.is_empty() {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("monarch-relay-loss".into())
+            .spawn(move || {
+                std::thread::sleep(RELAY_LOSS_GRACE);
+                let Some(me) = me.upgrade() else { return };
+                for (port, slot, msg) in fails {
+                    me.relay_fill(port, slot, PointValue::error(msg));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start a relay-loss thread");
         }
     }
 
