@@ -7,7 +7,8 @@ also run by `make bench`):
 2. Heartbeat cost on an idle mesh of 8 procs: CPU time (user + system) of
    the controller and its 8 procs over an idle window, as % of one core,
    with heartbeats at the default timeout (10 s: a probe per second), at an
-   aggressive 1 s timeout (a probe every 250 ms), and off (target < 1%).
+   aggressive 1 s timeout (a probe every 250 ms), and off (target < 1%; the
+   "off" row is the baseline the heartbeat adds to).
    Each setting runs in a fresh interpreter, because the timeout is read
    once per process.
 """
