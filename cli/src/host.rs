@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
 use monarch_core::completion::Completion;
-use monarch_core::process::{random_hex, spawn_child_with, Child, SocketDir, SpawnOpts};
+use monarch_core::process::{random_hex, spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
 use monarch_core::runtime::{
     AGENT_ACTOR, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
@@ -326,7 +326,21 @@ impl Agent {
                         .unwrap_or_else(|p| p.into_inner())
                         .remove(&child.addr);
                     let how = exit.to_string();
-                    let _ = rt.report(&ctrl, "exit", &[child.addr.as_bytes(), how.as_bytes()]);
+                    let (kind, n) = match exit {
+                        ExitInfo::Code(c) => ("code", c),
+                        ExitInfo::Signal(s) => ("signal", s),
+                    };
+                    let n = n.to_string();
+                    let _ = rt.report(
+                        &ctrl,
+                        "exit",
+                        &[
+                            child.addr.as_bytes(),
+                            how.as_bytes(),
+                            kind.as_bytes(),
+                            n.as_bytes(),
+                        ],
+                    );
                 },
             );
             drop(listener); // the child has its own copy

@@ -68,9 +68,11 @@ impl ProcMesh {
     /// A mesh over procs already started (e.g. by host agents), in base
     /// rank order.
     pub(crate) fn from_parts(rt: &Runtime, procs: Vec<String>, shape: Shape) -> ProcMesh {
+        let procs = Arc::new(procs);
+        rt.register_proc_mesh(procs.clone());
         ProcMesh {
             rt: rt.clone(),
-            procs: Arc::new(procs),
+            procs,
             shape,
         }
     }

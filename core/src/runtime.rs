@@ -570,6 +570,7 @@ impl Runtime {
     /// Ask the given procs to stop; kill those still running after `grace`.
     /// Returns once all of our children among them have exited.
     pub(crate) fn stop_procs(&self, addrs: &[String], grace: Duration) {
+        self.inner.mark_stopping(addrs);
         self.stop_remote(addrs, grace);
         let children: Vec<Arc<Child>> = {
             let c = self

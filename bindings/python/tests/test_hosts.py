@@ -102,12 +102,24 @@ def test_logs_come_back_with_rank_prefix_and_aggregate(agents, capfd):
         pm.stop().get(timeout=60)
 
 
-def test_losing_an_agent_fails_only_its_ranks(agents):
+def test_losing_an_agent_fails_only_its_ranks(agents, monkeypatch):
+    import monarch.actor
+
+    failures = []
+    monkeypatch.setattr(monarch.actor, "unhandled_fault_hook", failures.append)
     hosts = HostMesh.attach([a.addr for a in agents])
     pm = hosts.spawn_procs(per_host={"gpus": 2})
     am = pm.spawn("probe", HostProbe)
-    pids = [v[1] for _, v in am.whoami.call().get(timeout=60).items()]
+    got = [v for _, v in am.whoami.call().get(timeout=60).items()]
+    pids = [v[1] for v in got]
     agents[1].stop(signal.SIGKILL)
+    # Supervision: one failure per lost rank, naming the lost host.
+    deadline = time.time() + 60
+    while len([f for f in failures if f.proc in (got[2][2], got[3][2])]) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    mine = [f for f in failures if f.proc in {v[2] for v in got}]
+    assert sorted(r for f in mine for r in f.ranks) == [2, 3], mine
+    assert all(f.cause == "connection_lost" and "host" in f.report() for f in mine), mine
     with pytest.raises(ActorError):
         am.whoami.call().get(timeout=60)
     ok = am.slice(hosts=0).whoami.call().get(timeout=60)

@@ -99,7 +99,11 @@ def net3(monkeypatch):
         net.close()
 
 
-def test_three_namespaced_hosts_calls_slices_and_a_cut_link(net3):
+def test_three_namespaced_hosts_calls_slices_and_a_cut_link(net3, monkeypatch):
+    import monarch.actor
+
+    failures = []
+    monkeypatch.setattr(monarch.actor, "unhandled_fault_hook", failures.append)
     env = {**os.environ, "MONARCH_JOB_TOKEN": job_secret(), "MONARCH_TCP_TIMEOUT_MS": "3000"}
     addrs = []
     for ns, ip in zip(net3.ns, net3.ips):
@@ -143,6 +147,14 @@ def test_three_namespaced_hosts_calls_slices_and_a_cut_link(net3):
     assert failed == [4, 5], ei.value
     print(f"cut link: ranks 4, 5 failed after {time.monotonic() - t0:.1f} s")
     assert time.monotonic() - t0 < 120
+    # Supervision: a failure for each rank of host 2, none for the others.
+    deadline = time.monotonic() + 60
+    cut = {got[4][2], got[5][2]}
+    while len([f for f in failures if f.proc in cut]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    mine = [f for f in failures if f.proc in {g[2] for g in got}]
+    assert sorted(r for f in mine for r in f.ranks) == [4, 5], mine
+    assert all(f.cause in ("connection_lost", "heartbeat_lost") for f in mine), mine
     ok = am.slice(hosts=slice(0, 2)).whoami.call().get(timeout=60)
     assert [v[1] for _, v in ok.items()] == pids[:4]
     with pytest.raises(ActorError):

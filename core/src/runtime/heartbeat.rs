@@ -43,9 +43,9 @@ fn interval(timeout: Duration) -> Duration {
 pub(super) struct Heartbeat {
     started: AtomicBool,
     /// When each ready child last answered (or became ready).
-    seen: Mutex<HashMap<String, Instant>>,
+    pub(super) seen: Mutex<HashMap<String, Instant>>,
     /// Children declared hung (and killed).
-    lost: Mutex<HashSet<String>>,
+    pub(super) lost: Mutex<HashSet<String>>,
 }
 
 impl Inner {
@@ -85,7 +85,7 @@ impl Inner {
         self.buffer_small(&conn, &env);
     }
 
-    fn buffer_small(&self, conn: &crate::conn::Conn, env: &Envelope) {
+    pub(super) fn buffer_small(&self, conn: &crate::conn::Conn, env: &Envelope) {
         let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(128);
         let header = env.encode(&mut fbb);
         if conn.try_buffer(header, &[]).is_some() && !self.deferred.swap(true, Ordering::SeqCst) {
@@ -104,6 +104,7 @@ impl Inner {
                 children
                     .iter()
                     .any(|c| &c.addr == addr && !c.exit.is_ready())
+                    || self.remote_is_live(addr)
             });
             for c in &children {
                 if c.exit.is_ready() || c.ready.peek().is_none_or(|r| r.is_err()) {
@@ -140,5 +141,7 @@ fn heartbeat_loop(rt: Weak<Inner>, timeout: Duration) {
             return;
         }
         inner.heartbeat_round(timeout);
+        // Procs started by host agents (runtime/remote.rs).
+        inner.remote_heartbeat_round(timeout);
     }
 }

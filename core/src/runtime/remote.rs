@@ -9,7 +9,10 @@
 //!   prepared address; `argv`/`env` are NUL-separated, `env` as `K=V`),
 //!   `kill [addr...]`, `info` (reply: host name).
 //! - agent -> controller, actor [`CONTROL_ACTOR`], no reply:
-//!   `exit [addr, how]`, `log [addr, rank, "out"|"err", line]`.
+//!   `exit [addr, how, "code"|"signal", n]`, `log [addr, rank, "out"|"err", line]`.
+//!
+//! A remote proc's exit, its host's loss and a lost heartbeat feed the same
+//! supervision path as a local child's death (`proc_failed_at`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +22,7 @@ use super::{Inner, Runtime};
 use crate::completion::Completion;
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
+use crate::supervision::FailureCause;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
@@ -151,6 +155,7 @@ impl Runtime {
                     exit: Completion::new(None),
                 }),
             );
+        self.inner.start_heartbeat();
     }
 
     /// Ask remote procs to stop; ask their agents to kill those still
@@ -220,7 +225,12 @@ impl Inner {
                     tracing::warn!(%peer, %addr, "exit report from an agent that does not own the proc");
                     return;
                 }
-                self.remote_ended(&addr, &p, &format!("proc {addr} {how}"));
+                let n = text(3).parse::<i32>().unwrap_or(-1);
+                let cause = match text(2).as_str() {
+                    "signal" => FailureCause::Signal,
+                    _ => FailureCause::ExitCode,
+                };
+                self.remote_ended(&addr, &p, cause, n, &how);
             }
             "log" => {
                 let rank = text(1).parse::<u64>().ok();
@@ -232,7 +242,19 @@ impl Inner {
         }
     }
 
-    fn remote_ended(&self, addr: &str, p: &RemoteProc, why: &str) {
+    /// A remote proc is gone (`how`: in words, without the address).
+    pub(super) fn remote_ended(
+        &self,
+        addr: &str,
+        p: &RemoteProc,
+        cause: FailureCause,
+        code: i32,
+        how: &str,
+    ) {
+        let why = format!("proc {addr} {how}");
+        let why = why.as_str();
+        // Recorded first, so a call made once this one failed fails at once.
+        self.proc_failed_at(addr, cause, code, how);
         p.exit.complete(why.to_string());
         if let Some(r) = self
             .ready
@@ -250,9 +272,95 @@ impl Inner {
     pub(super) fn remote_peer_lost(&self, peer: &str, reason: &str) {
         for (addr, p) in self.remote.of_agent(peer) {
             if !p.exit.is_ready() {
-                let why = format!("host {peer} lost ({reason}); proc {addr} is unreachable");
-                self.remote_ended(&addr, &p, &why);
+                let how = format!("is unreachable: its host {peer} was lost ({reason})");
+                self.remote_ended(&addr, &p, FailureCause::ConnectionLost, 0, &how);
             }
+        }
+    }
+
+    /// Whether `addr` is a remote proc that has not ended.
+    pub(super) fn remote_is_live(&self, addr: &str) -> bool {
+        self.remote.get(addr).is_some_and(|p| !p.exit.is_ready())
+    }
+
+    /// Heartbeats for remote procs, as for local children (see
+    /// `heartbeat.rs`): probe those that said Ready; one silent for
+    /// `timeout` (hung, or behind a cut link) is declared failed with
+    /// cause HeartbeatLost, and its agent is asked to kill it.
+    pub(super) fn remote_heartbeat_round(&self, timeout: Duration) {
+        let targets: Vec<(String, Arc<RemoteProc>)> = {
+            let pending = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+            self.remote
+                .procs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(a, p)| !p.exit.is_ready() && !pending.contains_key(*a))
+                .map(|(a, p)| (a.clone(), p.clone()))
+                .collect()
+        };
+        if targets.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut live = Vec::new();
+        let mut lost = Vec::new();
+        {
+            let mut seen = self.hb.seen.lock().unwrap_or_else(|e| e.into_inner());
+            for (addr, p) in targets {
+                let last = *seen.entry(addr.clone()).or_insert(now);
+                if now.duration_since(last) > timeout {
+                    if self
+                        .hb
+                        .lost
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(addr.clone())
+                    {
+                        lost.push((addr, p));
+                    }
+                } else {
+                    live.push(addr);
+                }
+            }
+        }
+        let conn_of = |addr: &str| {
+            self.conns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(addr)
+                .cloned()
+        };
+        let mut hb = Envelope::new(Kind::Heartbeat);
+        hb.sender = self.addr.clone();
+        for addr in live {
+            if let Some(conn) = conn_of(&addr) {
+                self.buffer_small(&conn, &hb);
+            }
+        }
+        for (addr, p) in lost {
+            tracing::warn!(%addr, ?timeout, "remote proc stopped answering heartbeats; asking its agent to kill it");
+            if let Some(conn) = conn_of(&p.agent) {
+                let mut kill = Envelope::new(Kind::Message);
+                kill.sender = self.addr.clone();
+                kill.actor = AGENT_ACTOR.to_string();
+                kill.method = "kill".to_string();
+                kill.part_sizes = vec![addr.len() as u64];
+                let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(256);
+                let header = kill.encode(&mut fbb);
+                if conn.try_buffer(header, &[addr.as_bytes()]).is_some()
+                    && !self
+                        .deferred
+                        .swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    use std::os::fd::AsRawFd;
+                    super::io::signal_eventfd(self.io.kick.as_raw_fd());
+                }
+            }
+            let how = format!(
+                "stopped answering heartbeats for {timeout:?} (hung, or its host is cut off)"
+            );
+            self.remote_ended(&addr, &p, FailureCause::HeartbeatLost, 0, &how);
         }
     }
 

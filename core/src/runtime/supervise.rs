@@ -198,25 +198,35 @@ impl Inner {
         } else {
             exit.to_string()
         };
-        let report = format!("proc {} {how}", child.addr);
+        self.proc_failed_at(&child.addr, cause, code, &how);
+    }
+
+    /// Proc `addr` (local, or started by a host agent) has failed, `how`
+    /// saying in words: unless it was being stopped, its rank of every
+    /// proc mesh holding it has failed (idempotent).
+    pub(super) fn proc_failed_at(&self, addr: &str, cause: FailureCause, code: i32, how: &str) {
+        if self.is_stopping(addr) {
+            return;
+        }
+        let report = format!("proc {} {how}", addr);
         {
             // Once per proc (the reaper and a reader may both get here).
             let mut failed = lock(&self.sup.failed_procs);
-            if failed.contains_key(&child.addr) {
+            if failed.contains_key(addr) {
                 return;
             }
-            failed.insert(child.addr.clone(), report.clone());
+            failed.insert(addr.to_string(), report.clone());
         }
         self.sup.any_failed.store(true, Ordering::Release);
         let hosted_meshes: Vec<String> = lock(&self.sup.actor_meshes)
             .values()
-            .filter(|m| m.procs.contains(&child.addr))
+            .filter(|m| m.procs.iter().any(|p| p == addr))
             .map(|m| format!("'{}'", m.name))
             .collect();
         let events: Vec<SupervisionEvent> = lock(&self.sup.proc_meshes)
             .iter()
             .filter_map(|m| {
-                let rank = m.procs.iter().position(|p| *p == child.addr)?;
+                let rank = m.procs.iter().position(|p| *p == addr)?;
                 let mut report = format!("{report} (rank {rank} of proc mesh '{}')", m.name);
                 if !hosted_meshes.is_empty() {
                     report.push_str(&format!(
@@ -227,7 +237,7 @@ impl Inner {
                 Some(SupervisionEvent {
                     mesh: m.name.clone(),
                     ranks: vec![rank as u64],
-                    proc: child.addr.clone(),
+                    proc: addr.to_string(),
                     owner: m.owner.clone(),
                     cause,
                     code,
