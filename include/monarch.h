@@ -208,6 +208,16 @@ monarch_status monarch_supervision_next(struct monarch_runtime *rt,
                                         uint8_t **out,
                                         size_t *out_len);
 
+// Make actor `actor` (its key, as in `monarch_event_info`; NULL or "" =
+// this process's top level) the owner of the meshes the calling thread
+// spawns from now on: their failures go to that actor as
+// `MONARCH_EVENT_SUPERVISE` events. libmonarch sets this itself whenever
+// `monarch_runtime_next_event` hands the thread an event (to its actor)
+// and clears it when the event is answered; call it only when an actor's
+// code runs on another thread (e.g. an async event loop), right before
+// spawning. The string is copied.
+monarch_status monarch_runtime_set_owner(struct monarch_runtime *rt, const char *actor);
+
 // Start a proc mesh of the given shape (`ndim` dimensions named
 // `labels[i]` of size `sizes[i]`): one OS process per point, each running
 // the bootstrap command `argv[0..argc]`. Each inherits this process's

@@ -334,6 +334,31 @@ pub unsafe extern "C" fn monarch_supervision_next(
     })
 }
 
+/// Make actor `actor` (its key, as in `monarch_event_info`; NULL or "" =
+/// this process's top level) the owner of the meshes the calling thread
+/// spawns from now on: their failures go to that actor as
+/// `MONARCH_EVENT_SUPERVISE` events. libmonarch sets this itself whenever
+/// `monarch_runtime_next_event` hands the thread an event (to its actor)
+/// and clears it when the event is answered; call it only when an actor's
+/// code runs on another thread (e.g. an async event loop), right before
+/// spawning. The string is copied.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_runtime_set_owner(
+    rt: *mut monarch_runtime,
+    actor: *const c_char,
+) -> monarch_status {
+    guard(|| {
+        let r = typed!(rt, Runtime, "runtime");
+        let actor = if actor.is_null() {
+            ""
+        } else {
+            arg_str(actor, "actor")?
+        };
+        r.set_spawn_owner(actor);
+        Ok(())
+    })
+}
+
 fn str_array<'a>(p: *const *const c_char, n: usize, what: &str) -> Result<Vec<&'a str>, Fail> {
     arg_slice(p, n, what)?
         .iter()

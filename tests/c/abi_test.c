@@ -594,6 +594,11 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     CHECK_STATUS(monarch_supervision_next(rt, 0, &buf, NULL), MONARCH_ERR_INVALID_ARGUMENT,
                  "out_len");
     CHECK_STATUS(monarch_supervision_next(rt, 0, &buf, &len), MONARCH_ERR_TIMEOUT, "");
+    CHECK_STATUS(monarch_runtime_set_owner(NULL, "a.1"), MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_runtime_set_owner((monarch_runtime *)am, "a.1"),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+    CHECK_OK(monarch_runtime_set_owner(rt, "nobody.1"));
+    CHECK_OK(monarch_runtime_set_owner(rt, NULL));
     /* The wrongly-typed free did not free the proc mesh. */
     CHECK_OK(monarch_proc_mesh_shape(pm, &buf, &len));
     CHECK(buf && len > 0, "proc mesh shape is empty");

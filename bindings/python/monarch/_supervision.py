@@ -184,6 +184,18 @@ def _watch(rt) -> None:
             _report_hook_error(failure, exc)
 
 
+def claim_spawn_owner() -> None:
+    """Before a spawn from an async endpoint (running on the proc's event
+    loop thread, not the thread that took its event): tell libmonarch which
+    actor owns what is spawned next. Synchronous code needs nothing: the
+    runtime knows the actor whose event the thread is handling."""
+    from ._server import task_context
+
+    tc = task_context.get(None)
+    if tc is not None and tc[1] is not None:
+        lib.monarch_runtime_set_owner(runtime(), tc[1].key)
+
+
 def run_supervise(instance, failure: MeshFailure):
     """Call ``instance.__supervise__(failure)``: (handled, exception)."""
     sup = getattr(instance, "__supervise__", None)

@@ -45,7 +45,7 @@ from ._lib import (
     take_buffer,
 )
 from ._ports import Channel, Port, PortReceiver
-from ._supervision import MeshFailure, default_unhandled_fault_hook, ensure_watcher
+from ._supervision import MeshFailure, claim_spawn_owner, default_unhandled_fault_hook, ensure_watcher
 
 __all__ = [
     "Accumulator",
@@ -1458,6 +1458,7 @@ class ProcMesh(_MeshTrait):
         out_ready = _new("monarch_future **")
         type_name = f"{cls.__module__}.{cls.__qualname__}".encode()
         ensure_watcher()
+        claim_spawn_owner()
         st = lib.monarch_actor_mesh_spawn(
             self._h, name.encode(), type_name, arr, len(parts), out_mesh, out_ready
         )
@@ -1506,6 +1507,7 @@ class ProcMesh(_MeshTrait):
         out_mesh = _new("monarch_actor_mesh **")
         out_ready = _new("monarch_future **")
         ensure_watcher()
+        claim_spawn_owner()
         st = lib.monarch_actor_mesh_spawn(
             self._h, name.encode(), type_name.encode(), arr, n, out_mesh, out_ready
         )
@@ -1659,6 +1661,7 @@ class HostMesh:
         env.append(_new("char[]", b"PYTHONUNBUFFERED=1"))
         c_env = _new("char *[]", env)
         ensure_watcher()
+        claim_spawn_owner()
         if self._h is not None:
             st = lib.monarch_host_mesh_spawn_procs(
                 self._h, c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, len(env), out

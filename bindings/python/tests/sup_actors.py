@@ -96,3 +96,25 @@ class Supervisor(Actor):
         if self.marker_dir:
             with open(os.path.join(self.marker_dir, f"sup-cleanup-{os.getpid()}"), "w") as f:
                 f.write(repr(exc))
+
+
+class AsyncSupervisor(Actor):
+    """Spawns its workers from an async endpoint (run on the proc's event
+    loop thread): it must still own them."""
+
+    def __init__(self):
+        self.failures = []
+
+    @endpoint
+    async def start(self):
+        self.procs = this_host().spawn_procs(per_host={"w": 2})
+        self.workers = self.procs.spawn("aworkers", Worker)
+        return list(self.workers.pid.call().get().values())
+
+    async def __supervise__(self, failure):
+        self.failures.append((failure.mesh_name, failure.ranks, failure.cause))
+        return True
+
+    @endpoint
+    async def seen(self):
+        return list(self.failures)

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from sup_actors import Supervisor, Worker
+from sup_actors import AsyncSupervisor, Supervisor, Worker
 
 import monarch.actor as ma
 from monarch.actor import ActorError, MeshFailure, SupervisionError, this_host, this_proc
@@ -365,3 +365,20 @@ def test_this_proc_supervisor(hook):
         assert hook.failures == []
     finally:
         s.stop().get(timeout=60)
+
+
+def test_meshes_spawned_from_async_endpoints_are_owned_by_the_actor(hook):
+    host = this_host().spawn_procs(per_host={"s": 1})
+    try:
+        s = host.spawn("async_sup", AsyncSupervisor)
+        pids = s.start.call_one().get(timeout=60)
+        os.kill(pids[1], signal.SIGKILL)
+        deadline = time.time() + 30
+        while not s.seen.call_one().get(timeout=30) and time.time() < deadline:
+            time.sleep(0.05)
+        seen = s.seen.call_one().get(timeout=30)
+        assert len(seen) == 1 and seen[0][1] == [1] and seen[0][2] == "signal", seen
+        time.sleep(0.3)
+        assert hook.failures == []
+    finally:
+        host.stop().get(timeout=60)

@@ -452,6 +452,15 @@ impl Inner {
 }
 
 impl Runtime {
+    /// Make `actor` ("" = this process's top level) the owner of meshes
+    /// the calling thread spawns from now on. The runtime does this itself
+    /// when `next_event` hands the thread an event (and clears it when the
+    /// event is answered); a binding that runs an actor's code on another
+    /// thread (an async event loop) calls it right before spawning.
+    pub fn set_spawn_owner(&self, actor: &str) {
+        Inner::set_current_owner(actor);
+    }
+
     /// Take the next supervision event addressed to this process's top
     /// level (the controller's program), waiting up to `timeout` (None:
     /// forever). Does not read sockets itself (other threads and the I/O
