@@ -43,7 +43,7 @@ help:
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
-	@echo "make bench     run benches/run.py, benches/rdma.py (data plane), benches/meshes.py, the in-process local_cast example, benches/supervision.py"
+	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, the in-process local_cast example, benches/supervision.py"
 	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
@@ -86,7 +86,7 @@ install: venv check-cargo
 demo: venv install
 	$(VPY) examples/python/hello_mesh.py
 
-bench: venv install
+bench: venv install cpp
 	$(VPY) benches/run.py
 	$(VPY) benches/rdma.py
 	$(VPY) benches/meshes.py

@@ -3,14 +3,18 @@
 Run with `make bench` (or `.venv/bin/python benches/run.py`). Each row names
 the workload, what we measured, the target from DESIGN.md, and the floor
 measured in the same run where one applies (a bare multiprocessing.Pipe
-between two Python processes).
+between two Python processes). The C++ rows come from the C++ ping benchmark
+(benches/cpp_ping.cpp, built by `make cpp`) when its binary exists.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -59,6 +63,21 @@ def pipe_floor(n_ping: int, n_tput: int):
     return lat, tput
 
 
+def cpp_rows(binary: str) -> list[tuple[str, str, str, str]]:
+    """Run the C++ ping benchmark and turn its two result lines into rows."""
+    if not os.access(binary, os.X_OK):
+        return [("C++ ping / pipelined", f"skipped ({binary} missing: make cpp)", "", "")]
+    out = subprocess.run([binary], capture_output=True, text=True, timeout=600, check=True).stdout
+    rt = re.search(r"median ([\d.]+) us, p99 ([\d.]+) us", out)
+    tp = re.search(r"pipelined calls: (\d+) msgs/s", out)
+    if not rt or not tp:
+        raise RuntimeError(f"unexpected output from {binary}:\n{out}")
+    return [
+        ("C++ ping round trip (median / p99)", f"{float(rt[1]):.1f} / {float(rt[2]):.1f} us", "<= 15 us", ""),
+        ("C++ pipelined calls (window 256)", f"{int(tp[1]):,} /s", ">= 300,000 /s", ""),
+    ]
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -69,6 +88,11 @@ def main() -> int:
     ap.add_argument("--pings", type=int, default=5000)
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--gathers", type=int, default=2000)
+    ap.add_argument(
+        "--cpp-ping",
+        default=os.path.join(os.path.dirname(__file__), "..", "build", "cpp", "examples", "cpp_ping"),
+        help="the C++ ping benchmark binary (built by make cpp)",
+    )
     args = ap.parse_args()
     rows = []
 
@@ -137,6 +161,7 @@ def main() -> int:
     assert n == len(payload)
     rows.append(("one 64 MiB payload", f"{len(payload) / best / 1e9:.2f} GB/s", ">= 4 GB/s", ""))
     procs.stop().get()
+    rows.extend(cpp_rows(args.cpp_ping))
 
     widths = [max(len(r[i]) for r in rows + [("workload", "measured", "target", "floor")]) for i in range(4)]
     header = ("workload", "measured", "target", "floor (same run)")
