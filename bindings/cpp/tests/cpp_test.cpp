@@ -462,9 +462,10 @@ void test_plugin() {
   monarch::ProcOptions badopts;
   badopts.argv = {MONARCH_CLI, "worker", "--plugin", "/nonexistent/libnope.so"};
   auto badprocs = rt.spawn_procs({{"procs", 1}}, badopts);
-  auto [m, ready] = badprocs.spawn_async("x", "echo");
-  CHECK(ready.wait_for(60s));
   try {
+    // Once its exit is known, spawning there fails at once (supervision).
+    auto [m, ready] = badprocs.spawn_async("x", "echo");
+    CHECK(ready.wait_for(60s));
     CHECK(ready.get().has_errors());
   } catch (const Error& err) {
     CHECK(err.status() != MONARCH_OK);
