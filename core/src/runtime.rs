@@ -417,6 +417,7 @@ impl Runtime {
                 active: AtomicUsize::new(0),
                 last_active_ns: AtomicU64::new(0),
                 polling: AtomicBool::new(false),
+                deep: AtomicBool::new(false),
                 epoch: Instant::now(),
             },
         });

@@ -307,7 +307,10 @@ def test_hung_proc_is_declared_failed():
             time.sleep(0.02)
         took = time.monotonic() - t0
         assert got and got[0].cause == "heartbeat_lost" and got[0].ranks == [1], got
-        assert took >= 0.9, took
+        # The last answered probe may precede the SIGSTOP by up to one probe
+        # interval (a quarter of the timeout), so the failure can come as
+        # early as 0.75 s after it; well before that would mean no timeout.
+        assert took >= 0.5, took
         try:
             w.rank.call()
             raise AssertionError("call to a hung rank did not fail")

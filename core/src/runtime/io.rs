@@ -45,6 +45,11 @@ pub(super) struct Io {
     pub(super) last_active_ns: AtomicU64,
     /// The I/O thread is (about to be) in `poll` on the sockets.
     pub(super) polling: AtomicBool,
+    /// The I/O thread sleeps longer than `IO_IDLE_TICK` because a waiter
+    /// has been inside `wait_until` for that long; the last waiter to
+    /// leave kicks it (so an idle proc wakes about once a second, not a
+    /// hundred times).
+    pub(super) deep: AtomicBool,
     pub(super) epoch: Instant,
 }
 
@@ -56,6 +61,10 @@ pub(super) const PUMP_EVERY: u32 = 4;
 
 /// How long no thread must have waited before the I/O thread reads.
 pub(super) const IO_IDLE_TICK: Duration = Duration::from_millis(10);
+
+/// The longest the I/O thread sleeps while a thread keeps waiting (it
+/// backs off from `IO_IDLE_TICK` to this; a leaving waiter kicks it).
+pub(super) const IO_DEEP_TICK: Duration = Duration::from_secs(1);
 
 pub(super) fn new_eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: plain syscall; the result is checked before use.
@@ -143,7 +152,12 @@ impl Inner {
         }) || self.park(deadline, ready);
         let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
         self.io.last_active_ns.store(now, Ordering::SeqCst);
-        self.io.active.fetch_sub(1, Ordering::SeqCst);
+        // Pairs with the I/O thread's `deep` store then `active` load: either
+        // it sees us gone, or we see it in its long sleep and wake it.
+        if self.io.active.fetch_sub(1, Ordering::SeqCst) == 1 && self.io.deep.load(Ordering::SeqCst)
+        {
+            signal_eventfd(self.io.kick.as_raw_fd());
+        }
         if ok {
             policy.record(start.elapsed());
         }
@@ -153,6 +167,8 @@ impl Inner {
     /// The I/O thread: reads the sockets while no other thread does.
     pub(super) fn io_loop(self: Arc<Self>) {
         let kick = self.io.kick.as_raw_fd();
+        // How long to sleep while a waiter stays inside `wait_until`.
+        let mut tick = IO_IDLE_TICK;
         loop {
             if self.stopped.load(Ordering::SeqCst) {
                 return;
@@ -165,15 +181,32 @@ impl Inner {
                 let idle = self.idle_for();
                 if idle < IO_IDLE_TICK {
                     // Someone is (or just was) waiting, and reading for us.
-                    let t = (IO_IDLE_TICK - idle).min(flush_wait.unwrap_or(Duration::MAX));
+                    let mut t = IO_IDLE_TICK - idle;
+                    if idle.is_zero() {
+                        // Still waiting since our last look: back off, but
+                        // announce it first so the waiter's exit kicks us
+                        // (see `wait_until`). The first tick stays short and
+                        // silent, so busy procs pay no kick per wait.
+                        if tick > IO_IDLE_TICK {
+                            self.io.deep.store(true, Ordering::SeqCst);
+                            if self.io.active.load(Ordering::SeqCst) > 0 {
+                                t = tick;
+                            }
+                        }
+                        tick = (tick * 2).min(IO_DEEP_TICK);
+                    } else {
+                        tick = IO_IDLE_TICK;
+                    }
                     let mut fds = [pollin(kick)];
-                    poll_fds(&mut fds, Some(t));
+                    poll_fds(&mut fds, Some(t.min(flush_wait.unwrap_or(Duration::MAX))));
+                    self.io.deep.store(false, Ordering::SeqCst);
                     if fds[0].revents != 0 {
                         drain_eventfd(kick);
                     }
                     continue;
                 }
             }
+            tick = IO_IDLE_TICK;
             self.io.polling.store(true, Ordering::SeqCst);
             if !watched && self.io.active.load(Ordering::SeqCst) > 0 {
                 self.io.polling.store(false, Ordering::SeqCst);
