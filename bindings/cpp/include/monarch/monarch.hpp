@@ -749,6 +749,29 @@ inline std::string self_exe() {
   return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
+namespace detail {
+/// Marshal `dims` and `opts` (argv defaulting to this binary) into C arrays
+/// and call `spawn(labels, sizes, ndim, argv, argc, env, nenv, &out)`.
+template <class F>
+ProcMesh spawn_with(const Dims& dims, const ProcOptions& opts, F&& spawn) {
+  std::vector<const char*> labels;
+  std::vector<std::size_t> sizes;
+  for (auto& d : dims) {
+    labels.push_back(d.first.c_str());
+    sizes.push_back(d.second);
+  }
+  std::vector<std::string> argv = opts.argv;
+  if (argv.empty()) argv.push_back(self_exe());
+  std::vector<const char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.c_str());
+  for (auto& e : opts.env) cenv.push_back(e.c_str());
+  monarch_proc_mesh* pm = nullptr;
+  check(spawn(labels.data(), sizes.data(), dims.size(), cargv.data(), cargv.size(),
+              cenv.empty() ? nullptr : cenv.data(), cenv.size(), &pm));
+  return ProcMesh(pm);
+}
+}  // namespace detail
+
 /// The runtime of this process (one per process). Frees (shuts down) on
 /// destruction: stops the procs it started.
 class Runtime {
@@ -782,22 +805,9 @@ class Runtime {
   /// Start one proc per point of `dims`, each running `opts.argv` (default:
   /// this binary, which turns into a worker in serve_if_worker).
   ProcMesh spawn_procs(const Dims& dims, const ProcOptions& opts = {}) const {
-    std::vector<const char*> labels;
-    std::vector<std::size_t> sizes;
-    for (auto& d : dims) {
-      labels.push_back(d.first.c_str());
-      sizes.push_back(d.second);
-    }
-    std::vector<std::string> argv = opts.argv;
-    if (argv.empty()) argv.push_back(self_exe());
-    std::vector<const char*> cargv, cenv;
-    for (auto& a : argv) cargv.push_back(a.c_str());
-    for (auto& e : opts.env) cenv.push_back(e.c_str());
-    monarch_proc_mesh* pm = nullptr;
-    detail::check(monarch_proc_mesh_spawn(h_.get(), labels.data(), sizes.data(), dims.size(),
-                                          cargv.data(), cargv.size(),
-                                          cenv.empty() ? nullptr : cenv.data(), cenv.size(), &pm));
-    return ProcMesh(pm);
+    return detail::spawn_with(dims, opts, [this](auto... args) {
+      return monarch_proc_mesh_spawn(h_.get(), args...);
+    });
   }
   /// A mesh with no dimensions holding this process's proc; serve its
   /// actors with serve_events().
@@ -930,23 +940,9 @@ inline HostMesh HostMesh::attach(const Runtime& rt, const std::vector<std::strin
 
 inline ProcMesh HostMesh::spawn_procs(const Dims& dims, const ProcOptions& opts) const {
   if (!h_) return rt_->spawn_procs(dims, opts);
-  std::vector<const char*> labels;
-  std::vector<std::size_t> sizes;
-  for (auto& d : dims) {
-    labels.push_back(d.first.c_str());
-    sizes.push_back(d.second);
-  }
-  std::vector<std::string> argv = opts.argv;
-  if (argv.empty()) argv.push_back(self_exe());
-  std::vector<const char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(a.c_str());
-  for (auto& e : opts.env) cenv.push_back(e.c_str());
-  monarch_proc_mesh* pm = nullptr;
-  detail::check(monarch_host_mesh_spawn_procs(h_.get(), labels.data(), sizes.data(), dims.size(),
-                                              cargv.data(), cargv.size(),
-                                              cenv.empty() ? nullptr : cenv.data(), cenv.size(),
-                                              &pm));
-  return ProcMesh(pm);
+  return detail::spawn_with(dims, opts, [this](auto... args) {
+    return monarch_host_mesh_spawn_procs(h_.get(), args...);
+  });
 }
 
 /// First line of main(): when this process was started by a controller as
