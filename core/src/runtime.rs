@@ -108,6 +108,23 @@ pub struct Event {
 }
 
 impl Event {
+    /// The proc is stopping: tells the binding to leave its event loop
+    /// (nothing to answer).
+    fn stop_proc() -> Event {
+        Event {
+            kind: EventKind::StopProc,
+            actor: String::new(),
+            method: String::new(),
+            type_name: String::new(),
+            parts: Vec::new(),
+            message_rank: 0,
+            shape: None,
+            reply: None,
+            answered: true,
+            rt: Weak::new(),
+        }
+    }
+
     /// Answer: `Ok(parts)` or `Err((message, parts))`. Answering a Spawn
     /// marks the actor alive or failed; answering a StopActor removes it.
     pub fn reply(&mut self, result: Answer<'_>) -> Result<()> {
@@ -1038,18 +1055,7 @@ impl Inner {
         if self.controller.as_deref() == Some(peer) {
             // Our controller is gone: stop, and make sure we really exit.
             tracing::warn!("controller connection lost; stopping this proc");
-            self.push_event(Event {
-                kind: EventKind::StopProc,
-                actor: String::new(),
-                method: String::new(),
-                type_name: String::new(),
-                parts: Vec::new(),
-                message_rank: 0,
-                shape: None,
-                reply: None,
-                answered: true,
-                rt: Weak::new(),
-            });
+            self.push_event(Event::stop_proc());
             let _ = std::thread::Builder::new()
                 .name("monarch-watchdog".into())
                 .spawn(|| {
@@ -1228,21 +1234,7 @@ impl Inner {
             Kind::HeartbeatAck => self.heartbeat_seen(peer),
             Kind::StopProc => {
                 // Procs this one started stop first.
-                self.stop_owned_then(
-                    None,
-                    Event {
-                        kind: EventKind::StopProc,
-                        actor: String::new(),
-                        method: String::new(),
-                        type_name: String::new(),
-                        parts: Vec::new(),
-                        message_rank: 0,
-                        shape: None,
-                        reply: None,
-                        answered: true,
-                        rt: Weak::new(),
-                    },
-                );
+                self.stop_owned_then(None, Event::stop_proc());
             }
             other => tracing::warn!(%peer, kind = ?other, "unexpected frame kind; ignored"),
         }
