@@ -13,6 +13,7 @@ import statistics
 import sys
 import time
 
+from _table import pct, print_table
 from monarch.actor import Actor, endpoint, this_host
 
 
@@ -20,11 +21,6 @@ class Bench(Actor):
     @endpoint
     def ping(self):
         return None
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def us(x):
@@ -65,12 +61,7 @@ def main() -> int:
     rows.append(("stream() to 8: first reply (median / p99)", f"{us(statistics.median(first))} / {us(pct(first, 0.99))} us", ""))
     rows.append(("stream() to 8: all replies (median / p99)", f"{us(statistics.median(total))} / {us(pct(total, 0.99))} us", ""))
     procs.stop().get()
-    header = ("workload", "measured", "target")
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
-    print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print_table(("workload", "measured", "target"), rows)
     return 0
 
 

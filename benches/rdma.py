@@ -28,6 +28,7 @@ import threading
 import time
 
 import numpy as np
+from _table import print_table
 from monarch import _serial
 from monarch.actor import Actor, endpoint, this_host
 from monarch.rdma import RDMABuffer
@@ -187,12 +188,7 @@ def main() -> int:
         del dst
     procs.stop().get(timeout=60)
 
-    head = ("data plane", "measured", "target", "floor (same run)")
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
-    print(" | ".join(h.ljust(w) for h, w in zip(head, widths)))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print_table(("data plane", "measured", "target", "floor (same run)"), rows)
     return 0
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from _table import pct, print_table
 from monarch.actor import Actor, endpoint, this_host
 
 
@@ -76,11 +77,6 @@ def cpp_rows(binary: str) -> list[tuple[str, str, str, str]]:
         ("C++ ping round trip (median / p99)", f"{float(rt[1]):.1f} / {float(rt[2]):.1f} us", "<= 15 us", ""),
         ("C++ pipelined calls (window 256)", f"{int(tp[1]):,} /s", ">= 300,000 /s", ""),
     ]
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def main() -> int:
@@ -163,12 +159,7 @@ def main() -> int:
     procs.stop().get()
     rows.extend(cpp_rows(args.cpp_ping))
 
-    widths = [max(len(r[i]) for r in rows + [("workload", "measured", "target", "floor")]) for i in range(4)]
-    header = ("workload", "measured", "target", "floor (same run)")
-    print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
-    print("-+-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print_table(("workload", "measured", "target", "floor (same run)"), rows)
     return 0
 
 
