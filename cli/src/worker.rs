@@ -80,6 +80,15 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
             ev.message_rank
         )),
         (Actor::Echo, "exit") => {
+            // With an argument, wait until that file exists first: a test can
+            // then queue more messages behind the exit before letting it run.
+            if let Some(gate) = ev.parts.first() {
+                let gate =
+                    std::path::Path::new(std::str::from_utf8(gate).map_err(|e| e.to_string())?);
+                while !gate.exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
             tracing::info!("echo.exit: exiting with code 3 without replying");
             std::process::exit(3);
         }

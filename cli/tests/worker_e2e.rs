@@ -399,17 +399,24 @@ fn a_proc_exiting_during_a_call_fails_only_its_point() {
     // Make sure every proc is up before timing anything.
     assert_eq!(ints(&call(&am, "rank", &[])), [0, 1, 2, 3]);
 
+    // Rank 2 exits only once the gate file exists, so the broadcast below is
+    // surely queued behind the exit (in flight when the proc dies) rather than
+    // refused up front because the death was already noticed.
+    let gate = std::env::temp_dir().join(format!("monarch-exit-gate-{}", std::process::id()));
+    let _ = std::fs::remove_file(&gate);
     let start = Instant::now();
     let exit = am
         .at("gpus", 2)
         .unwrap()
-        .call("exit", &[], CallMode::One)
+        .call("exit", &[gate.to_str().unwrap().as_bytes()], CallMode::One)
         .unwrap()
         .unwrap();
     let all = am.call("echo", &[b"x"], CallMode::All).unwrap().unwrap();
+    std::fs::write(&gate, b"").unwrap();
     let vm_exit = ok(&exit);
     let vm_all = ok(&all);
     let elapsed = start.elapsed();
+    let _ = std::fs::remove_file(&gate);
     // "Promptly": the runtime targets well under 1 s; the bound here is
     // looser so a loaded machine cannot make the test flaky, but a hang
     // or a multi-second timeout still fails it.
