@@ -290,21 +290,92 @@ pub unsafe extern "C" fn monarch_runtime_next_event(
         let r = typed!(rt, Runtime, "runtime");
         let out = out_ptr(out, "out")?;
         let ev = r.next_event(timeout(timeout_ms))?;
-        // Empty names (most events have no type name) need no allocation.
-        let cstr = |s: &str| {
-            (!s.is_empty()).then(|| {
-                std::ffi::CString::new(s).unwrap_or_else(|_| {
-                    std::ffi::CString::new(s.replace('\0', "")).unwrap_or_default()
-                })
-            })
-        };
-        let held = HeldEvent {
-            actor: cstr(&ev.actor),
-            method: cstr(&ev.method),
-            type_name: cstr(&ev.type_name),
-            event: Mutex::new(ev),
-        };
-        *out = insert(Object::Event(Arc::new(held))) as *mut monarch_event;
+        *out = insert(Object::Event(Arc::new(hold_event(ev)))) as *mut monarch_event;
+        Ok(())
+    })
+}
+
+/// An event plus the C strings of its names.
+fn hold_event(ev: monarch_core::Event) -> HeldEvent {
+    // Empty names (most events have no type name) need no allocation.
+    let cstr = |s: &str| {
+        (!s.is_empty()).then(|| {
+            std::ffi::CString::new(s)
+                .unwrap_or_else(|_| std::ffi::CString::new(s.replace('\0', "")).unwrap_or_default())
+        })
+    };
+    HeldEvent {
+        actor: cstr(&ev.actor),
+        method: cstr(&ev.method),
+        type_name: cstr(&ev.type_name),
+        event: Mutex::new(ev),
+    }
+}
+
+/// What `monarch_runtime_next_event_header` says about an event: what
+/// `monarch_event_info`, `monarch_event_nparts`, `monarch_event_part` (part
+/// 0) and `monarch_event_wants_reply` would, in one call. Strings and part 0
+/// are borrowed from the event, valid until it is freed; unused names are
+/// "".
+#[repr(C)]
+pub struct monarch_event_header {
+    /// `MONARCH_EVENT_*`.
+    pub kind: u32,
+    /// Whether the sender waits for an answer (until the event is answered
+    /// or its reply port taken).
+    pub wants_reply: bool,
+    /// Key of the actor the event concerns.
+    pub actor: *const c_char,
+    /// Endpoint name (messages).
+    pub method: *const c_char,
+    /// Actor type name (spawns).
+    pub type_name: *const c_char,
+    /// Number of payload parts.
+    pub nparts: usize,
+    /// Payload part 0 (NULL when there are no parts).
+    pub part0: *const u8,
+    /// Length of part 0 (0 when there are no parts).
+    pub part0_len: usize,
+}
+
+/// `monarch_runtime_next_event`, and describe the event into `*out_header`
+/// at once (one call per event instead of four). Same statuses; on
+/// MONARCH_OK the event in `*out` is owned by the caller as with
+/// `monarch_runtime_next_event` (answer it if it wants a reply, then free
+/// it, or use `monarch_event_reply_one_and_free`).
+#[no_mangle]
+pub unsafe extern "C" fn monarch_runtime_next_event_header(
+    rt: *mut monarch_runtime,
+    timeout_ms: i64,
+    out: *mut *mut monarch_event,
+    out_header: *mut monarch_event_header,
+) -> monarch_status {
+    guard(|| {
+        let r = typed!(rt, Runtime, "runtime");
+        let out = out_ptr(out, "out")?;
+        let header = out_ptr(out_header, "out_header")?;
+        let held = Arc::new(hold_event(r.next_event(timeout(timeout_ms))?));
+        {
+            let ptr = |s: &Option<std::ffi::CString>| s.as_deref().unwrap_or(c"").as_ptr();
+            let g = held.event.lock().unwrap_or_else(|p| p.into_inner());
+            let (part0, part0_len) = match g.parts.first() {
+                Some(p) => (p.as_ptr(), p.len()),
+                None => (std::ptr::null(), 0),
+            };
+            *header = monarch_event_header {
+                kind: g.kind as u32,
+                wants_reply: g.wants_reply(),
+                actor: ptr(&held.actor),
+                method: ptr(&held.method),
+                type_name: ptr(&held.type_name),
+                nparts: g.parts.len(),
+                part0,
+                part0_len,
+            };
+        }
+        // The event's parts live on the heap: the pointers stay valid when
+        // the handle takes the Arc over.
+        *out = insert(Object::Event(held)) as *mut monarch_event;
         Ok(())
     })
 }
@@ -999,6 +1070,80 @@ pub unsafe extern "C" fn monarch_value_mesh_part(
     })
 }
 
+/// One point of a value mesh as `monarch_value_mesh_points` describes it:
+/// what `monarch_value_mesh_point` and `monarch_value_mesh_part` (part 0)
+/// would say. Pointers are borrowed, valid until the value mesh is freed.
+#[repr(C)]
+pub struct monarch_point_info {
+    /// Whether the point is an error.
+    pub is_error: bool,
+    /// The point is OK with exactly one part, byte-identical to point 0's
+    /// (also OK with one part); always false for point 0 itself. Lets a
+    /// binding decode a uniform answer once.
+    pub same_as_first: bool,
+    /// Error message (NULL if none).
+    pub error: *const c_char,
+    /// Number of payload parts.
+    pub nparts: usize,
+    /// Payload part 0 (NULL when there are no parts).
+    pub part0: *const u8,
+    /// Length of part 0 (0 when there are no parts).
+    pub part0_len: usize,
+}
+
+/// Describe the points of a value mesh in rank order, all in one call:
+/// fills `out[0..min(cap, len)]` and writes the number of points to
+/// `*out_len` (when it exceeds `cap`, call again with a larger array).
+/// `out` may be NULL when `cap` is 0.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_value_mesh_points(
+    vm: *mut monarch_value_mesh,
+    out: *mut monarch_point_info,
+    cap: usize,
+    out_len: *mut usize,
+) -> monarch_status {
+    guard(|| {
+        let v = typed!(vm, ValueMesh, "value mesh");
+        let out_len = out_ptr(out_len, "out_len")?;
+        let values = &v.mesh.values;
+        let n = values.len().min(cap);
+        if n > 0 && out.is_null() {
+            return Err(Fail::invalid("out is NULL but cap is not 0"));
+        }
+        let first: Option<&[u8]> = match values.first() {
+            Some(PointValue::Ok(parts)) if parts.len() == 1 => Some(&parts[0]),
+            _ => None,
+        };
+        for (rank, p) in values.iter().take(n).enumerate() {
+            let parts = p.parts();
+            let (part0, part0_len) = match parts.first() {
+                Some(b) => (b.as_ptr(), b.len()),
+                None => (std::ptr::null(), 0),
+            };
+            let same_as_first = rank > 0
+                && !p.is_err()
+                && parts.len() == 1
+                && first.is_some_and(|f| f == &parts[0][..]);
+            // SAFETY: the caller promises `cap` writable items at `out`.
+            unsafe {
+                out.add(rank).write(monarch_point_info {
+                    is_error: p.is_err(),
+                    same_as_first,
+                    error: v.errors[rank]
+                        .as_ref()
+                        .map(|c| c.as_ptr())
+                        .unwrap_or(std::ptr::null()),
+                    nparts: parts.len(),
+                    part0,
+                    part0_len,
+                })
+            };
+        }
+        *out_len = values.len();
+        Ok(())
+    })
+}
+
 /// Free a value mesh handle (and everything borrowed from it).
 #[no_mangle]
 pub unsafe extern "C" fn monarch_value_mesh_free(vm: *mut monarch_value_mesh) -> monarch_status {
@@ -1152,6 +1297,24 @@ pub unsafe extern "C" fn monarch_event_reply_error(
     guard(|| {
         let message = arg_str(message, "message")?;
         answer(ev, Err((message, &parts(parts_in, nparts)?)))
+    })
+}
+
+/// Answer the event successfully with exactly one part (`len` bytes at
+/// `data`, borrowed for the call; `data` may be NULL when `len` is 0) and
+/// free it, in one call: `monarch_event_reply` then `monarch_event_free`.
+/// The event is freed whatever the answer's status (a failed answer leaves
+/// its sender with an error, as freeing an unanswered event does).
+#[no_mangle]
+pub unsafe extern "C" fn monarch_event_reply_one_and_free(
+    ev: *mut monarch_event,
+    data: *const u8,
+    len: usize,
+) -> monarch_status {
+    guard(|| {
+        let result = arg_slice(data, len, "data").and_then(|part| answer(ev, Ok(&[part])));
+        remove(ev as usize, "event").map(drop)?;
+        result
     })
 }
 

@@ -78,6 +78,26 @@ static void reply_err(monarch_event *ev, const char *msg) {
         fprintf(stderr, "worker: reply_error failed: %s\n", monarch_last_error());
 }
 
+/* Whether `h` (from monarch_runtime_next_event_header) says what the
+ * per-field getters say about `ev`. */
+static int header_matches(monarch_event *ev, const monarch_event_header *h) {
+    uint32_t kind = 0;
+    const char *actor = NULL, *method = NULL, *type = NULL;
+    size_t n = 0;
+    bool wants = false;
+    if (monarch_event_info(ev, &kind, &actor, &method, &type) != MONARCH_OK) return 0;
+    if (monarch_event_nparts(ev, &n) != MONARCH_OK) return 0;
+    if (monarch_event_wants_reply(ev, &wants) != MONARCH_OK) return 0;
+    if (kind != h->kind || n != h->nparts || wants != h->wants_reply) return 0;
+    if (strcmp(actor, h->actor) || strcmp(method, h->method) || strcmp(type, h->type_name))
+        return 0;
+    if (n == 0) return h->part0 == NULL && h->part0_len == 0;
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    if (monarch_event_part(ev, 0, &data, &len) != MONARCH_OK) return 0;
+    return data == h->part0 && len == h->part0_len;
+}
+
 /* Handle one event; returns 0 when the proc must stop. */
 static int serve_event(actor_table *t, monarch_event *ev) {
     uint32_t kind = 0;
@@ -118,7 +138,11 @@ static int serve_event(actor_table *t, monarch_event *ev) {
                 reply_i64(ev, c->value);
             }
         } else if (strcmp(method, "get") == 0) {
-            reply_i64(ev, c->value);
+            /* Answer and free in one call. */
+            int64_t v = c->value;
+            if (monarch_event_reply_one_and_free(ev, (const uint8_t *)&v, sizeof v) != MONARCH_OK)
+                fprintf(stderr, "worker: reply_one_and_free failed: %s\n", monarch_last_error());
+            return 1;
         } else if (strcmp(method, "rank") == 0) {
             uint64_t rank = 0;
             const uint8_t *shape = NULL;
@@ -189,11 +213,18 @@ static int worker_main(void) {
     actor_table t = {0};
     for (;;) {
         monarch_event *ev = NULL;
-        monarch_status s = monarch_runtime_next_event(rt, -1, &ev);
+        monarch_event_header h;
+        monarch_status s = monarch_runtime_next_event_header(rt, -1, &ev, &h);
         if (s == MONARCH_ERR_STOPPED) break;
         if (s != MONARCH_OK) {
-            fprintf(stderr, "worker: next_event: %d %s\n", s, monarch_last_error());
+            fprintf(stderr, "worker: next_event_header: %d %s\n", s, monarch_last_error());
             break;
+        }
+        if (!header_matches(ev, &h)) {
+            /* Makes the controller's checks of this call fail. */
+            if (h.wants_reply) reply_err(ev, "event header disagrees with the getters");
+            monarch_event_free(ev);
+            continue;
         }
         if (!serve_event(&t, ev)) break;
     }
@@ -520,6 +551,22 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     CHECK_OK(monarch_value_mesh_free(vm));
     size_t n = 0;
     CHECK_STATUS(monarch_value_mesh_len(vm, &n), MONARCH_ERR_INVALID_HANDLE, "value mesh");
+    CHECK_STATUS(monarch_value_mesh_points(vm, NULL, 0, &n), MONARCH_ERR_INVALID_HANDLE,
+                 "value mesh");
+    CHECK_STATUS(monarch_value_mesh_points((monarch_value_mesh *)am, NULL, 0, &n),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+
+    /* Events: bad handles and out-pointers of the one-call variants. */
+    monarch_event *ev = NULL;
+    monarch_event_header h;
+    CHECK_STATUS(monarch_runtime_next_event_header(NULL, 0, &ev, &h),
+                 MONARCH_ERR_INVALID_HANDLE, "NULL");
+    CHECK_STATUS(monarch_runtime_next_event_header(rt, 0, &ev, NULL),
+                 MONARCH_ERR_INVALID_ARGUMENT, "out_header");
+    CHECK_STATUS(monarch_event_reply_one_and_free(NULL, NULL, 0), MONARCH_ERR_INVALID_HANDLE,
+                 "NULL");
+    CHECK_STATUS(monarch_event_reply_one_and_free((monarch_event *)am, (const uint8_t *)"x", 1),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
 
     /* Wrong kinds: a proc mesh where an actor mesh is expected, and back. */
     CHECK_STATUS(monarch_actor_mesh_call((monarch_actor_mesh *)pm, "get", NULL, 0,
@@ -816,6 +863,28 @@ static int controller_main(void) {
 
     /* Call and gather. */
     EXPECT_INTS(call(am, "get", NULL, 0, MONARCH_CALL_ALL), 7, 7, 7, 7);
+    /* All points in one call: a uniform answer is marked as such. */
+    monarch_value_mesh *pv = call(am, "get", NULL, 0, MONARCH_CALL_ALL);
+    monarch_point_info pts[4];
+    size_t npts = 0;
+    CHECK_OK(monarch_value_mesh_points(pv, pts, 2, &npts));
+    CHECK(npts == 4, "points len %zu", npts);
+    CHECK_OK(monarch_value_mesh_points(pv, pts, 4, &npts));
+    for (size_t i = 0; i < 4; i++)
+        CHECK(!pts[i].is_error && pts[i].nparts == 1 && pts[i].part0_len == 8 &&
+                  pts[i].same_as_first == (i > 0) && pts[i].error == NULL,
+              "get point %zu", i);
+    CHECK_STATUS(monarch_value_mesh_points(pv, NULL, 4, &npts), MONARCH_ERR_INVALID_ARGUMENT,
+                 "out");
+    if (pv) monarch_value_mesh_free(pv);
+    pv = call(am, "rank", NULL, 0, MONARCH_CALL_ALL);
+    CHECK_OK(monarch_value_mesh_points(pv, pts, 4, &npts));
+    for (size_t i = 0; i < 4; i++) {
+        int64_t r = -1;
+        if (pts[i].part0_len == 8) memcpy(&r, pts[i].part0, 8);
+        CHECK(r == (int64_t)i && !pts[i].same_as_first, "rank point %zu", i);
+    }
+    if (pv) monarch_value_mesh_free(pv);
     EXPECT_INTS(call(am, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
     monarch_value_mesh *vm = call(am, "env", NULL, 0, MONARCH_CALL_ALL);
     CHECK(vm_len(vm) == 4, "env len");

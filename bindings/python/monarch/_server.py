@@ -67,6 +67,8 @@ EVENT_STOP_PROC = lib.MONARCH_EVENT_STOP_PROC
 EVENT_SUPERVISE = lib.MONARCH_EVENT_SUPERVISE
 
 _event_free = lib.monarch_event_free
+_reply_one_and_free = lib.monarch_event_reply_one_and_free
+_next_event_header = lib.monarch_runtime_next_event_header
 _event_info = lib.monarch_event_info
 _event_nparts = lib.monarch_event_nparts
 _event_part = lib.monarch_event_part
@@ -77,17 +79,34 @@ _next_event = lib.monarch_runtime_next_event
 _NULL = ffi.NULL
 _buffer = ffi.buffer
 _string = ffi.string
+_loads = _serial._loads
+# What an endpoint returning None answers (the pickle of None).
+_NONE_REPLY = _serial.dumps(None)[0]
 
 
-class _Current(threading.local):
+class _Current:
     """What ``current_rank()``/``context()`` see on the thread that runs an
-    actor's handler."""
+    actor's handler (one per thread, from ``current_frame()``; a plain
+    object, so the handler loop sets it without a thread-local lookup per
+    message)."""
 
-    event = None  # the event being handled (borrowed, valid while handling)
-    actor = None  # _Hosted of the actor handling it
+    __slots__ = ("event", "actor")
+
+    def __init__(self):
+        self.event = None  # the event being handled (borrowed, valid while handling)
+        self.actor = None  # _Hosted of the actor handling it
 
 
-current = _Current()
+_tls = threading.local()
+
+
+def current_frame() -> _Current:
+    """This thread's ``_Current``."""
+    try:
+        return _tls.current
+    except AttributeError:
+        c = _tls.current = _Current()
+        return c
 
 # (message Point, _Hosted) of the async task running an endpoint.
 task_context: contextvars.ContextVar = contextvars.ContextVar("monarch_task_context")
@@ -148,6 +167,7 @@ def _run_coroutine(coro, point=None, hosted=None):
     if point is None:
         from .actor import _message_point
 
+        current = current_frame()
         point, hosted = _message_point(current.event), current.actor
     return asyncio.run_coroutine_threadsafe(_in_task(coro, point, hosted), _event_loop()).result()
 
@@ -171,6 +191,7 @@ class Server:
         self.rt = rt
         self.actors: dict[bytes, _Hosted] = {}
         self._evp = ffi.new("monarch_event **")
+        self._hdr = ffi.new("monarch_event_header *")
         self._kind = ffi.new("uint32_t *")
         self._actor = ffi.new("char **")
         self._method = ffi.new("char **")
@@ -215,8 +236,9 @@ class Server:
         owner_box[0] = owner
         return _serial.loads_parts(parts, owner)
 
-    def _reply_ok(self, ev, value):
-        parts = _serial.dumps(value)
+    def _reply_ok(self, ev, value, parts=None):
+        if parts is None:
+            parts = _serial.dumps(value)
         arr, keep = _serial.to_c_parts(parts, self._one)
         st = _event_reply(ev, arr, len(parts))
         del keep
@@ -262,8 +284,11 @@ class Server:
         """Handle events until a stop-proc event (or the runtime stops)."""
         rt = self.rt
         evp = self._evp
+        hdr = self._hdr
+        message = self._message
+        handle = self.handle
         while True:
-            st = _next_event(rt, timeout_ms, evp)
+            st = _next_event_header(rt, timeout_ms, evp, hdr)
             if st:
                 if st == ERR_TIMEOUT:
                     if stop_when is not None and stop_when():
@@ -274,7 +299,9 @@ class Server:
                 # The runtime handle is gone (freed at exit) or broken.
                 return
             ev = evp[0]
-            if not self.handle(ev):
+            if hdr.kind == EVENT_MESSAGE:
+                message(ev, hdr)
+            elif not handle(ev):
                 return
 
     def handle(self, ev) -> bool:
@@ -286,7 +313,7 @@ class Server:
                 check(st)
             kind = self._kind[0]
             if kind == EVENT_MESSAGE:
-                self._message(ev, _string(self._actor[0]), _string(self._method[0]), owner_box)
+                self._message_slow(ev, _string(self._actor[0]), _string(self._method[0]), owner_box)
             elif kind == EVENT_SPAWN:
                 self._spawn(ev, _string(self._actor[0]), _string(self._type[0]), owner_box)
             elif kind == EVENT_STOP_ACTOR:
@@ -328,6 +355,7 @@ class Server:
         n = self._shape_len[0]
         shape_bytes = ffi.buffer(self._shape[0], n)[:] if n else b""
         hosted = _Hosted(key, self._rank[0], shape_bytes)
+        current = current_frame()
         prev_event, prev_actor = current.event, current.actor
         current.event, current.actor = ev, hosted
         try:
@@ -348,8 +376,85 @@ class Server:
         self.actors[key] = hosted
         check(_event_reply(ev, _EMPTY_PARTS, 0))
 
-    def _message(self, ev, key: bytes, method: bytes, owner_box):
+    def _message(self, ev, h) -> None:
+        """Handle a message event described by header ``h``; frees ``ev``
+        (or hands it to the views of its out-of-band parts)."""
+        wants = h.wants_reply
+        if h.nparts != 1 or not wants:
+            # Several parts (out-of-band buffers), none, or no reply:
+            # the general path.
+            owner_box = [None]
+            try:
+                self._message_slow(ev, _string(h.actor), _string(h.method), owner_box)
+            finally:
+                if owner_box[0] is None:
+                    _event_free(ev)
+            return
+        key = _string(h.actor)
+        method = _string(h.method)
         hosted = self.actors.get(key)
+        entry = hosted.endpoints.get(method) if hosted is not None else None
+        if entry is None or entry[1] or entry[2] or entry[3]:
+            # Unknown actor or endpoint (resolved, or reported, by the
+            # general path), raw, explicit-port or concurrent endpoints.
+            owner_box = [None]
+            try:
+                self._message_slow(ev, key, method, owner_box)
+            finally:
+                if owner_box[0] is None:
+                    _event_free(ev)
+            return
+        fn = entry[0]
+        current = current_frame()
+        prev_event, prev_actor = current.event, current.actor
+        current.event, current.actor = ev, hosted
+        try:
+            args, kwargs = _loads(_buffer(h.part0, h.part0_len))
+            result = fn(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = _run_coroutine(result, _message_point_of(ev), hosted)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            current.event, current.actor = prev_event, prev_actor
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                _event_free(ev)
+                raise
+            try:
+                self._reply_err(ev, exc)
+            finally:
+                _event_free(ev)
+            return
+        current.event, current.actor = prev_event, prev_actor
+        if result is None:
+            data = _NONE_REPLY
+        else:
+            try:
+                parts = _serial.dumps(result)
+                if len(parts) == 1:
+                    data = parts[0]
+                else:
+                    data = None
+                    self._reply_ok(ev, result, parts)
+            except BaseException as exc:  # noqa: BLE001 - unpicklable result
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    _event_free(ev)
+                    raise
+                try:
+                    self._reply_err(
+                        ev, exc, f"endpoint {method.decode()!r} returned a value that cannot be sent:"
+                    )
+                finally:
+                    _event_free(ev)
+                return
+            if data is None:
+                _event_free(ev)
+                return
+        st = _reply_one_and_free(ev, data, len(data))
+        if st:
+            check(st)
+
+    def _message_slow(self, ev, key: bytes, method: bytes, owner_box):
+        hosted = self.actors.get(key)
+        current = current_frame()
         prev_event, prev_actor = current.event, current.actor
         current.event, current.actor = ev, hosted
         try:
@@ -449,6 +554,7 @@ class Server:
         hosted = self.actors.get(key)
         handled, exc = False, None
         if hosted is not None:
+            current = current_frame()
             prev_event, prev_actor = current.event, current.actor
             current.event, current.actor = None, hosted
             try:
@@ -470,6 +576,7 @@ class Server:
             cleanup = getattr(hosted.instance, "__cleanup__", None)
             if cleanup is None:
                 continue
+            current = current_frame()
             prev_event, prev_actor = current.event, current.actor
             current.event, current.actor = None, hosted
             try:
@@ -486,6 +593,7 @@ class Server:
         try:
             cleanup = getattr(hosted.instance, "__cleanup__", None) if hosted else None
             if cleanup is not None:
+                current = current_frame()
                 prev_event, prev_actor = current.event, current.actor
                 current.event, current.actor = ev, hosted
                 try:

@@ -102,6 +102,13 @@ _vm_free = lib.monarch_value_mesh_free
 _vm_len = lib.monarch_value_mesh_len
 _vm_point = lib.monarch_value_mesh_point
 _vm_part = lib.monarch_value_mesh_part
+_vm_points = lib.monarch_value_mesh_points
+_POINTS_T = ffi.typeof("monarch_point_info[]")
+_POINT_SIZE = ffi.sizeof("monarch_point_info")
+_SAME_OFF = ffi.offsetof("monarch_point_info", "same_as_first")
+# A decoded answer of one of these types may be shared by every point that
+# answered the same bytes (the values cannot be mutated).
+_SHARED_TYPES = frozenset([type(None), bool, int, float, str, bytes])
 _am_call = lib.monarch_actor_mesh_call
 _am_free = lib.monarch_actor_mesh_free
 _pm_free = lib.monarch_proc_mesh_free
@@ -324,7 +331,14 @@ class ValueMesh:
 # Futures
 
 
-class _Scratch(threading.local):
+class _Scratch:
+    """Out-parameters reused by the calls of one thread. Reached through
+    ``_scr()``: one thread-local lookup per operation, then plain slot
+    reads (every attribute read of a ``threading.local`` costs as much as a
+    small function call)."""
+
+    __slots__ = ("fut", "vm", "n", "is_err", "err", "data", "len", "one")
+
     def __init__(self):
         self.fut = _new("monarch_future **")
         self.vm = _new("monarch_value_mesh **")
@@ -336,7 +350,16 @@ class _Scratch(threading.local):
         self.one = _new("monarch_bytes[1]")
 
 
-_scratch = _Scratch()
+_tls = threading.local()
+
+
+def _scr() -> _Scratch:
+    """This thread's ``_Scratch``."""
+    try:
+        return _tls.s
+    except AttributeError:
+        s = _tls.s = _Scratch()
+        return s
 
 
 def _read_point(vm, rank, s, owner_box):
@@ -436,17 +459,49 @@ def _raise_failures(failures, total, ctx):
     raise err
 
 
+def _points(vm, s, cap=16):
+    """``(monarch_point_info[], n)``: every point of ``vm``, in one call."""
+    pts = _new(_POINTS_T, cap)
+    st = _vm_points(vm, pts, cap, s.n)
+    if st:
+        check(st)
+    n = s.n[0]
+    if n > cap:
+        pts = _new(_POINTS_T, n)
+        check(_vm_points(vm, pts, n, s.n))
+    return pts, n
+
+
+def _read_point_info(vm, rank, p, s, owner_box):
+    """``_read_point`` that reads the common case (one part, no error)
+    from the point's ``monarch_point_info`` ``p``."""
+    if p.nparts == 1 and not p.is_error:
+        return False, None, _loads(_buffer(p.part0, p.part0_len))
+    return _read_point(vm, rank, s, owner_box)
+
+
 def _convert_all(vm, ctx):
     """ValueMesh of a call to every point; ctx = (shape getter, what)."""
-    s = _scratch
-    check(_vm_len(vm, s.n))
-    n = s.n[0]
+    s = _scr()
     owner_box = [None]
     values = []
     failures = None
     try:
-        for rank in range(n):
-            is_err, info, value = _read_point(vm, rank, s, owner_box)
+        pts, n = _points(vm, s)
+        start = 0
+        if n > 1 and _buffer(pts, n * _POINT_SIZE)[:][_SAME_OFF::_POINT_SIZE].count(1) == n - 1:
+            # Every point answered what point 0 did (one part, no error):
+            # decode it once.
+            p = pts[0]
+            value = _loads(_buffer(p.part0, p.part0_len))
+            if type(value) in _SHARED_TYPES:
+                values = [value] * n
+                start = n
+            else:
+                values.append(value)
+                start = 1
+        for rank in range(start, n):
+            is_err, info, value = _read_point_info(vm, rank, pts[rank], s, owner_box)
             if is_err:
                 if failures is None:
                     failures = []
@@ -463,10 +518,11 @@ def _convert_all(vm, ctx):
 
 
 def _convert_one(vm, ctx):
-    s = _scratch
+    s = _scr()
     owner_box = [None]
     try:
-        is_err, info, value = _read_point(vm, 0, s, owner_box)
+        pts, _ = _points(vm, s, 1)
+        is_err, info, value = _read_point_info(vm, 0, pts[0], s, owner_box)
     finally:
         if owner_box[0] is None:
             _vm_free(vm)
@@ -479,7 +535,7 @@ def _raw_converter(all_points: bool, native: bool):
     """Convert function of a future of raw replies (see _read_point_raw)."""
 
     def convert(vm, ctx):
-        s = _scratch
+        s = _scr()
         try:
             check(_vm_len(vm, s.n))
             n = s.n[0] if all_points else 1
@@ -542,7 +598,7 @@ class Future:
             if st == ERR_TIMEOUT:
                 raise TimeoutError(f"future not complete after {timeout} s")
             raise error_for(st)
-        s = _scratch
+        s = _scr()
         st = _future_take(fut, s.vm)
         self._fut = None
         if st:
@@ -824,9 +880,9 @@ def _message_point(ev) -> Point:
 
 
 def _current():
-    from ._server import current
+    from ._server import current_frame
 
-    return current
+    return current_frame()
 
 
 def current_rank() -> Point:
@@ -1209,7 +1265,7 @@ def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name, raw=frozenset()
 def _raw_parts(args, what):
     """``monarch_bytes[]`` of bytes-like ``args`` (one part each)."""
     n = len(args)
-    arr = _new("monarch_bytes[]", n) if n else _scratch.one
+    arr = _new("monarch_bytes[]", n) if n else _scr().one
     keep = []
     for i, a in enumerate(args):
         if isinstance(a, str):
@@ -1308,7 +1364,7 @@ class ActorMesh(_MeshTrait):
             raise TypeError(
                 f"cannot send the arguments of {self._class_name}.{ep._name}: {type(e).__name__}: {e}"
             ) from e
-        arr, keep = _serial.to_c_parts(parts, _scratch.one)
+        arr, keep = _serial.to_c_parts(parts, _scr().one)
         convert = _convert_all if mode == CALL_ALL else _convert_one
         return self._call(ep, arr, len(parts), keep, mode, convert, f"{self._class_name}.{ep._name}")
 
@@ -1322,7 +1378,7 @@ class ActorMesh(_MeshTrait):
 
     def _call(self, ep: EndpointRef, arr, n, keep, mode, convert, what):
         """Hand prepared parts to libmonarch; a Future unless broadcasting."""
-        s = _scratch
+        s = _scr()
         st = _am_call(self._h, ep._cname, arr, n, mode, s.fut)
         del keep
         if st:

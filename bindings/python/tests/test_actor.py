@@ -41,6 +41,27 @@ def test_call_gathers_value_mesh(procs):
     assert str(items[1][0]) == "{'gpus': 1/4}"
 
 
+def test_identical_answers_and_mixed_ones(procs):
+    """A gather where every rank answers the same bytes is decoded once;
+    mutable values still come back as one object per rank."""
+    c = procs.spawn("c", Counter, 0)
+    vals = list(c.echo.call([1, 2]).get().values())
+    assert vals == [[1, 2]] * 4
+    vals[0].append(3)
+    assert [len(v) for v in vals] == [3, 2, 2, 2]
+    assert list(c.echo.call("x").get().values()) == ["x"] * 4
+    assert list(c.echo.call(None).get().values()) == [None] * 4
+    # Some ranks answer what rank 0 did, some do not.
+    c.slice(gpus=2).incr.broadcast(5)
+    assert list(c.get.call().get().values()) == [0, 0, 5, 0]
+    c.slice(gpus=0).incr.broadcast(5)
+    assert list(c.get.call().get().values()) == [5, 0, 5, 0]
+    # Identical answers with an error among them.
+    with pytest.raises(ActorError) as ei:
+        c.slice(gpus=slice(1, 3)).boom.call("kaput").get()
+    assert [r for r, _, _ in ei.value.failures] == [0, 1]
+
+
 def test_call_one_choose_broadcast(procs):
     c = procs.spawn("c", Counter, 0)
     assert c.slice(gpus=1).incr.call_one(5).get() == 5
