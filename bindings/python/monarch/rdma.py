@@ -17,8 +17,9 @@ write one-sided, like upstream Monarch's ``RDMABuffer``.
 
 Bytes move on the data plane (see docs/data-plane.md): between procs of one
 host with ``process_vm_readv``/``process_vm_writev`` (no socket in the
-path), else over dedicated TCP data connections; ibverbs is detected but
-not implemented. ``MONARCH_RDMA_BACKEND=same_host|tcp|ibverbs|auto`` forces
+path), else over dedicated TCP data connections; RDMA READ/WRITE through
+libibverbs when both sides have an active RDMA device (never exercised on
+RDMA hardware: see the docs). ``MONARCH_RDMA_BACKEND=same_host|tcp|ibverbs|auto`` forces
 a backend; ``get_rdma_backend()`` says which one is used by default.
 
 Lifetime: the buffer is registered as long as the ``RDMABuffer`` made from
@@ -234,14 +235,16 @@ def _rebuild(desc: bytes) -> RDMABuffer:
 def get_rdma_backend() -> str:
     """The backend a transfer with a proc on this host uses by default:
     "same_host", "tcp" (forced by MONARCH_RDMA_BACKEND=tcp, or when the
-    kernel refuses process_vm_*) or "ibverbs" (never, in this build)."""
+    kernel refuses process_vm_*) or "ibverbs" (when this process found an
+    active RDMA device; the peer must have one too)."""
     return _backend_name(lib.monarch_rdma_default_backend)
 
 
 def is_rdma_available() -> bool:
-    """Whether RDMA hardware (ibverbs) is usable. False in this build: the
-    verbs data path is not implemented; buffers still work over the
-    same-host and TCP backends."""
+    """Whether RDMA hardware (ibverbs) is usable in this process:
+    libibverbs.so.1 loads and a device has an active port. When False,
+    buffers still work over the same-host and TCP backends;
+    ``ibverbs_status()`` says why."""
     avail = ffi.new("bool *")
     reason = ffi.new("char **")
     check(lib.monarch_rdma_ibverbs_status(avail, reason))

@@ -24,6 +24,11 @@ pub const OP_LEASE_READ: u8 = 3;
 pub const OP_LEASE_WRITE: u8 = 4;
 pub const OP_RELEASE: u8 = 5;
 pub const OP_DROP: u8 = 6;
+/// ibverbs: set up a queue pair for this connection (see `ibverbs::qp`).
+pub const OP_IB_CONNECT: u8 = 7;
+/// ibverbs: lease a range and learn its address and rkey.
+pub const OP_IB_LEASE_READ: u8 = 8;
+pub const OP_IB_LEASE_WRITE: u8 = 9;
 
 /// How long a peer may stall in the middle of a request or transfer.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(60);

@@ -7,14 +7,15 @@
 //! - [`conn`]: data connections, handshake, requests, the client pool
 //! - [`same_host`]: `process_vm_readv`/`writev` between procs of one host
 //! - [`tcp`]: striped transfers on dedicated TCP data connections
-//! - [`ibverbs`]: run-time loading and device detection of libibverbs
+//! - [`ibverbs`]: libibverbs loaded at run time: detection, queue pairs,
+//!   RDMA READ/WRITE
 //!
 //! A [`Buffer`] is either the owner's registration (made by [`register`])
 //! or a handle rebuilt from a descriptor ([`Buffer::from_bytes`]); both
 //! read and write the same way. Selection per transfer: the backend forced
 //! by `MONARCH_RDMA_BACKEND` (`same_host`, `tcp`, `ibverbs`, or `auto`,
 //! the default) when it can reach the owner; otherwise ibverbs when
-//! available on both sides (never, in this build: see [`ibverbs`]), then
+//! both sides found an active RDMA device (see [`ibverbs`]), then
 //! same-host when the owner runs on this host (same boot id and pid/net
 //! namespaces) and the kernel permits `process_vm_*`, then TCP.
 
@@ -80,6 +81,11 @@ pub fn forced_backend() -> Result<Option<Backend>> {
 /// Set once `process_vm_*` was refused by the kernel: same-host pairs use
 /// TCP from then on.
 static SAME_HOST_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Owners (by data-plane TCP address) with which an ibverbs transfer
+/// failed for a reason other than a refusal: they use TCP from then on.
+static VERBS_REFUSED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 struct Plane {
     token: RwLock<String>,
@@ -349,8 +355,12 @@ impl Buffer {
         let same_ok = self.same_host()
             && self.desc.backends & descriptor::OFFER_SAME_HOST != 0
             && !SAME_HOST_REFUSED.load(Ordering::Relaxed);
-        let verbs_ok =
-            self.desc.backends & descriptor::OFFER_IBVERBS != 0 && ibverbs::probe().available;
+        let verbs_ok = self.desc.backends & descriptor::OFFER_IBVERBS != 0
+            && ibverbs::probe().available
+            && !VERBS_REFUSED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&self.desc.tcp_addr);
         let auto = || {
             if verbs_ok {
                 Backend::Ibverbs
@@ -429,10 +439,32 @@ impl Buffer {
                 }
                 r => r.map(|_| Backend::SameHost),
             },
-            // Only reachable through set_backend: verbs transfers are not
-            // implemented (see `ibverbs`), so they go over TCP.
-            Backend::Tcp | Backend::Ibverbs => self.tcp_transfer(offset, local, len, write),
+            Backend::Ibverbs => match self.verbs_transfer(offset, local, len, write) {
+                Err(e) if e.kind == ErrorKind::Io => {
+                    tracing::info!(error = %e, owner = %self.desc.owner, "ibverbs transfer failed; using TCP with this owner");
+                    VERBS_REFUSED
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(self.desc.tcp_addr.clone());
+                    self.backend.store(Backend::Tcp as u8, Ordering::Relaxed);
+                    self.tcp_transfer(offset, local, len, write)
+                }
+                r => r,
+            },
+            Backend::Tcp => self.tcp_transfer(offset, local, len, write),
         }
+    }
+
+    fn verbs_transfer(
+        &self,
+        offset: u64,
+        local: usize,
+        len: usize,
+        write: bool,
+    ) -> Result<Backend> {
+        let target = tcp::target(&self.desc, self.same_host());
+        ibverbs::transfer(&self.desc, &token(), &target, offset, local, len, write)?;
+        Ok(Backend::Ibverbs)
     }
 
     fn tcp_transfer(&self, offset: u64, local: usize, len: usize, write: bool) -> Result<Backend> {

@@ -21,6 +21,9 @@ pub(crate) struct Region {
     pub len: usize,
     pub key: u64,
     pub writable: bool,
+    /// The region's ibverbs registration, made on the first verbs lease
+    /// (deregistered when the region is released and its leases ended).
+    pub verbs_mr: OnceLock<std::result::Result<super::ibverbs::Mr, String>>,
     state: Mutex<State>,
     cv: Condvar,
 }
@@ -87,6 +90,7 @@ pub(crate) fn register(ptr: usize, len: usize, writable: bool, refs: usize) -> (
         len,
         key,
         writable,
+        verbs_mr: OnceLock::new(),
         state: Mutex::new(State {
             leases: 0,
             dropped: false,

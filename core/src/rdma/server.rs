@@ -94,7 +94,7 @@ fn serve(s: Stream) {
             }
             // Idle pooled connections wait for their next request forever.
             let _ = s.set_read_timeout(None);
-            let mut held: Option<Lease> = None;
+            let mut held = Held::default();
             loop {
                 let mut b = [0u8; 40];
                 if s.read_exact(&mut b).is_err() {
@@ -110,7 +110,17 @@ fn serve(s: Stream) {
         });
 }
 
-fn handle(s: &mut Stream, req: &Request, held: &mut Option<Lease>) -> std::io::Result<()> {
+/// What a connection holds between requests: a lease (same-host and
+/// ibverbs transfers) and the connection's ibverbs queue pair.
+#[derive(Default)]
+struct Held {
+    // Declared first so it is destroyed first: no peer access through it
+    // once the lease ends.
+    qp: Option<super::ibverbs::Qp>,
+    lease: Option<Lease>,
+}
+
+fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()> {
     let lease = |write: bool| registry::lease(req.id, req.key, req.offset, req.len, write);
     match req.op {
         conn::OP_READ => match lease(false) {
@@ -137,17 +147,37 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Option<Lease>) -> std::io::R
             Err(e) => conn::send_status(s, &Err(e.message)),
         },
         conn::OP_LEASE_READ | conn::OP_LEASE_WRITE => {
-            *held = None;
+            held.lease = None;
             match lease(req.op == conn::OP_LEASE_WRITE) {
                 Ok(l) => {
-                    *held = Some(l);
+                    held.lease = Some(l);
                     conn::send_status(s, &Ok(()))
                 }
                 Err(e) => conn::send_status(s, &Err(e.message)),
             }
         }
+        conn::OP_IB_CONNECT => super::ibverbs::serve_connect(s, req, &mut held.qp),
+        conn::OP_IB_LEASE_READ | conn::OP_IB_LEASE_WRITE => {
+            held.lease = None;
+            if held.qp.is_none() {
+                return conn::send_status(
+                    s,
+                    &Err("no ibverbs queue pair on this connection".into()),
+                );
+            }
+            match lease(req.op == conn::OP_IB_LEASE_WRITE) {
+                Ok(l) => {
+                    let r = &l.region;
+                    if super::ibverbs::serve_lease(s, r.ptr, r.len, &r.verbs_mr, req.offset)? {
+                        held.lease = Some(l);
+                    }
+                    Ok(())
+                }
+                Err(e) => conn::send_status(s, &Err(e.message)),
+            }
+        }
         conn::OP_RELEASE => {
-            *held = None;
+            held.lease = None;
             conn::send_status(s, &Ok(()))
         }
         conn::OP_DROP => {
