@@ -116,6 +116,7 @@ def ping_median(actor, seconds):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--ping-only", action="store_true", help="only the ping-under-transfer rows")
     args = ap.parse_args()
     reps_small, reps_big = (3, 2) if args.quick else (8, 3)
     rows = []
@@ -124,7 +125,8 @@ def main() -> int:
     holder = procs.slice(gpus=0).spawn("holder", Holder)
     other = procs.slice(gpus=1).spawn("other", Holder)
 
-    for n, reps, label in ((64 * MiB, reps_small, "64 MiB"), (GiB, reps_big, "1 GiB")):
+    sizes = () if args.ping_only else ((64 * MiB, reps_small, "64 MiB"), (GiB, reps_big, "1 GiB"))
+    for n, reps, label in sizes:
         src = np.ones(n, dtype=np.uint8)
         dst = np.zeros(n, dtype=np.uint8)
         memcpy = timed(lambda s=src, d=dst: np.copyto(d, s), reps)
@@ -147,8 +149,20 @@ def main() -> int:
         del dst
 
     # A 64 MiB numpy argument: data plane vs control socket.
+    if not args.ping_only:
+        rows.append(numpy_argument(other, reps_small))
+
+    # Control ping while 1 GiB transfers run back to back.
+    secs = 1.0 if args.quick else 2.0
+    rows.extend(ping_rows(holder, other, secs))
+    procs.stop().get(timeout=60)
+
+    print_table(("data plane", "measured", "target", "floor (same run)"), rows)
+    return 0
+
+
+def numpy_argument(one, reps_small):
     arr = np.ones(64 * MiB, dtype=np.uint8)
-    one = other
     one.nbytes.call_one(arr).get(timeout=120)
     on = timed(lambda: one.nbytes.call_one(arr).get(timeout=120), reps_small)
     saved = _serial._THRESHOLD
@@ -156,11 +170,13 @@ def main() -> int:
     one.nbytes.call_one(arr).get(timeout=120)
     off = timed(lambda: one.nbytes.call_one(arr).get(timeout=120), reps_small)
     _serial._THRESHOLD = saved
-    rows.append(("64 MiB numpy argument (best / median)", rate(64 * MiB, on), ">= 4 GB/s",
-                 f"via control socket {rate(64 * MiB, off)}"))
 
-    # Control ping while 1 GiB transfers run back to back.
-    secs = 1.0 if args.quick else 2.0
+    return ("64 MiB numpy argument (best / median)", rate(64 * MiB, on), ">= 4 GB/s",
+            f"via control socket {rate(64 * MiB, off)}")
+
+
+def ping_rows(holder, other, secs):
+    rows = []
     idle, _ = ping_median(other, secs)
     for backend in ("same_host", "tcp"):
         os.environ["MONARCH_RDMA_BACKEND"] = backend
@@ -186,10 +202,7 @@ def main() -> int:
                      f"{busy * 1e6:.0f} us ({busy / idle:.1f}x idle, {moved[0]} GiB moved)",
                      "<= 2x idle", f"idle {idle * 1e6:.0f} us"))
         del dst
-    procs.stop().get(timeout=60)
-
-    print_table(("data plane", "measured", "target", "floor (same run)"), rows)
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
