@@ -4,16 +4,25 @@
 //!
 //! Each local proc has a mailbox (FIFO) and hosts actors that handle one
 //! message at a time; a small pool of worker threads runs whichever procs
-//! have mail. A cast is routed exactly like a cast between OS processes
-//! (`multicast::route`, the same fixed K-ary tree over base ranks): the
-//! sender puts it in the mailboxes of its first hops; each proc forwards it
-//! to the first hops below it, recomputing the split, then delivers it to
-//! its own actor. The transport is an in-memory mailbox instead of a
-//! socket. As with sockets, a gather's replies go back up the tree: each
-//! forwarding proc collects its subtree's replies and hands them to its
-//! parent in one batch, so the sender receives at most K batches. Per-sender
-//! FIFO holds for the same reason as with sockets: one path per sender and
-//! proc, FIFO mailboxes, in-order forwarding.
+//! have mail. A cast travels down the same fixed K-ary tree over base ranks
+//! as a cast between OS processes (`multicast`), but carries the view
+//! itself rather than a list of nodes: the sender posts it to its first hops
+//! only (the root's children whose subtree holds a point, found in
+//! O(K · depth) without looking at the points), and each proc finds the
+//! first hops below it the same way, then delivers to its own actor. So the
+//! sender's work to issue a cast does not grow with N. A gather's replies go
+//! back up the tree: each forwarding proc collects exactly one batch per
+//! first hop (plus its own actor's value) and hands one batch to its
+//! parent, so the sender takes in at most K batches; only filling the N
+//! results is O(N).
+//!
+//! A proc can be lost (`LocalCluster::lose`): later casts route around it
+//! (its children are reached directly, its own point fails), and the
+//! points of casts it was holding (mail not yet handled, or replies it was
+//! collecting) fail at the proc above it, which computes which points those
+//! are from the view and the tree only then; nothing is recorded per point
+//! while casting. Per-sender FIFO holds as with sockets: one path per
+//! sender and proc, FIFO mailboxes, in-order forwarding.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -23,7 +32,7 @@ use std::thread::JoinHandle;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::geometry::Shape;
-use crate::multicast::{route, Node, FORWARD_ONLY};
+use crate::multicast::{subtree_slots, view_hops, ViewIndex};
 use crate::runtime::Future;
 use crate::value::{PointValue, ValueMesh};
 
@@ -46,55 +55,15 @@ struct CastMsg {
     parts: Vec<Vec<u8>>,
 }
 
+/// A cast arriving at one proc: the proc covers the points of `view` in
+/// its own subtree (itself included) and works out its first hops itself.
 struct Delivery {
     msg: Arc<CastMsg>,
-    /// This proc first, then the nodes below it that the cast concerns.
-    nodes: Vec<Node>,
-    /// Where this proc's reply (and its subtree's) goes; None: nobody waits.
-    up: Option<Up>,
-}
-
-/// The next stop of replies on their way up.
-#[derive(Clone)]
-enum Up {
-    Root(Arc<LocalGather>),
-    Relay(Arc<LocalRelay>),
-    Fold(Arc<FoldNode>),
-}
-
-impl Up {
-    fn add(&self, values: Vec<(u64, PointValue)>) {
-        match self {
-            Up::Root(g) => g.fill_batch(values),
-            Up::Relay(r) => r.add(values),
-            Up::Fold(f) => {
-                for (_, v) in values {
-                    let v = match v {
-                        PointValue::Ok(mut p) if !p.is_empty() => Ok(p.swap_remove(0)),
-                        PointValue::Ok(_) => Ok(Vec::new()),
-                        PointValue::Err { message, .. } => Err(message),
-                    };
-                    f.add(v, 1);
-                }
-            }
-        }
-    }
-
-    /// What a forwarding proc's children answer to: a collector of the
-    /// `expected` points of its subtree that passes them on to `self`.
-    fn below(self, expected: usize) -> Up {
-        match self {
-            Up::Fold(parent) => Up::Fold(Arc::new(FoldNode {
-                combine: parent.combine.clone(),
-                up: FoldUp::Node(parent),
-                st: Mutex::new((None, expected, expected)),
-            })),
-            up => Up::Relay(Arc::new(LocalRelay {
-                up,
-                st: Mutex::new((Vec::with_capacity(expected), expected)),
-            })),
-        }
-    }
+    view: Arc<ViewIndex>,
+    /// The receiving proc (root of the subtree this delivery covers).
+    at: usize,
+    /// Where this proc's batch of replies goes; None: nobody waits.
+    up: Option<Arc<Collector>>,
 }
 
 /// A partial fold: the combined value, or the first error met.
@@ -103,126 +72,292 @@ type Folded = std::result::Result<Vec<u8>, String>;
 /// A native combine function for reductions inside the tree.
 pub type Combine = Arc<dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync>;
 
-enum FoldUp {
-    Node(Arc<FoldNode>),
-    /// The sender: identity, and the future of the result.
-    Root(Vec<u8>, Future),
+/// What a subtree sends up: its replies, or its fold.
+enum Batch {
+    Values(Vec<(u64, PointValue)>),
+    Fold(Option<Folded>),
 }
 
-/// A reduction in progress at one proc: the fold of the values of its
-/// subtree that are in so far.
-struct FoldNode {
-    combine: Combine,
-    up: FoldUp,
-    /// (fold so far, points still missing, points covered in all)
-    st: Mutex<(Option<Folded>, usize, usize)>,
+enum Mode {
+    Gather,
+    Fold(Combine),
 }
 
-impl FoldNode {
-    fn add_empty(&self) {
-        if let FoldUp::Root(identity, done) = &self.up {
-            done.complete(Ok(ValueMesh {
-                shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
-                values: vec![PointValue::Ok(vec![identity.clone()])],
-            }));
+/// Where a collector's result goes once complete.
+enum Upward {
+    /// The collector of the proc above (the forwarder, or the sender).
+    Parent(Arc<Collector>),
+    /// The sender's future: a gather over `shape`, or a fold finished
+    /// with `identity`.
+    Root {
+        done: Future,
+        shape: Shape,
+        identity: Vec<u8>,
+    },
+}
+
+/// Replies of one cast collected at one node (a forwarding proc, or the
+/// sender): it waits for exactly one batch from each of its first hops
+/// (and one value from its own actor), then sends one batch up. Which
+/// points a hop covers is not recorded: if the hop's proc is lost, the
+/// points are computed from the view and the tree then
+/// (`multicast::subtree_slots`), so issuing a cast costs nothing per point.
+struct Collector {
+    view: Arc<ViewIndex>,
+    /// The proc holding it (None: the sender) and its key there.
+    at: Option<usize>,
+    id: u64,
+    mode: Mode,
+    up: Upward,
+    st: Mutex<CollState>,
+    /// The cluster's count of collectors alive (see `LocalStats`).
+    live: Arc<AtomicUsize>,
+}
+
+#[derive(Default)]
+struct CollState {
+    /// Hops (and `at`, for its own point) whose batch is not in yet.
+    pending: Vec<usize>,
+    /// Gather at a forwarder: the replies so far.
+    values: Vec<(u64, PointValue)>,
+    /// Gather at the sender: one cell per point, allocated with the first
+    /// batch (not when the cast is issued).
+    slots: Vec<Option<PointValue>>,
+    fold: Option<Folded>,
+    /// Completed, or its proc was lost: later batches are dropped.
+    closed: bool,
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn fold_merge(combine: &Combine, acc: Option<Folded>, v: Option<Folded>) -> Option<Folded> {
+    match (acc, v) {
+        (a, None) => a,
+        (None, v) => v,
+        (Some(Err(e)), _) | (Some(Ok(_)), Some(Err(e))) => Some(Err(e)),
+        (Some(Ok(a)), Some(Ok(b))) => Some(Ok(combine(&a, &b))),
+    }
+}
+
+fn to_folded(v: PointValue) -> Folded {
+    match v {
+        PointValue::Ok(mut p) if !p.is_empty() => Ok(p.swap_remove(0)),
+        PointValue::Ok(_) => Ok(Vec::new()),
+        PointValue::Err { message, .. } => Err(message),
+    }
+}
+
+impl Collector {
+    fn new(
+        view: Arc<ViewIndex>,
+        at: Option<usize>,
+        id: u64,
+        mode: Mode,
+        up: Upward,
+        pending: Vec<usize>,
+        live: Arc<AtomicUsize>,
+    ) -> Collector {
+        live.fetch_add(1, Ordering::Relaxed);
+        Collector {
+            view,
+            at,
+            id,
+            mode,
+            up,
+            st: Mutex::new(CollState {
+                pending,
+                ..Default::default()
+            }),
+            live,
         }
     }
 
-    fn add(&self, v: Folded, points: usize) {
-        let (acc, covered) = {
-            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
-            st.0 = Some(match (st.0.take(), v) {
-                (None, v) => v,
-                (Some(Err(e)), _) | (Some(Ok(_)), Err(e)) => Err(e),
-                (Some(Ok(a)), Ok(b)) => Ok((self.combine)(&a, &b)),
-            });
-            st.1 = st.1.saturating_sub(points);
-            if st.1 > 0 {
-                return;
-            }
-            (st.0.take(), st.2)
+    /// A collector below this one (at proc `at`, waiting for `pending`).
+    fn below(self: &Arc<Self>, at: usize, id: u64, pending: Vec<usize>) -> Collector {
+        let mode = match &self.mode {
+            Mode::Gather => Mode::Gather,
+            Mode::Fold(c) => Mode::Fold(c.clone()),
         };
+        Collector::new(
+            self.view.clone(),
+            Some(at),
+            id,
+            mode,
+            Upward::Parent(self.clone()),
+            pending,
+            self.live.clone(),
+        )
+    }
+
+    fn merge(&self, st: &mut CollState, batch: Batch) {
+        match batch {
+            Batch::Values(vals) => match (&self.mode, &self.up) {
+                (Mode::Fold(c), _) => {
+                    for (_, v) in vals {
+                        st.fold = fold_merge(c, st.fold.take(), Some(to_folded(v)));
+                    }
+                }
+                (Mode::Gather, Upward::Root { .. }) => {
+                    if st.slots.is_empty() {
+                        st.slots = (0..self.view.len()).map(|_| None).collect();
+                    }
+                    for (slot, v) in vals {
+                        if let Some(cell) = st.slots.get_mut(slot as usize) {
+                            cell.get_or_insert(v);
+                        }
+                    }
+                }
+                (Mode::Gather, Upward::Parent(_)) => {
+                    if st.values.is_empty() {
+                        st.values = vals;
+                    } else {
+                        st.values.extend(vals);
+                    }
+                }
+            },
+            Batch::Fold(f) => {
+                if let Mode::Fold(c) = &self.mode {
+                    st.fold = fold_merge(c, st.fold.take(), f);
+                }
+            }
+        }
+    }
+
+    /// The batch of hop (or own point) `from` is in.
+    fn add(&self, sh: &Shared, from: usize, batch: Batch) {
+        if matches!(self.up, Upward::Root { .. }) {
+            self.add_at_sender(sh, from, batch);
+        } else {
+            self.take_in(sh, from, batch);
+        }
+    }
+
+    /// A batch reaching the sender: counted, and its CPU time measured
+    /// (`LocalStats`). Not inlined, so profilers can tell it apart.
+    #[inline(never)]
+    fn add_at_sender(&self, sh: &Shared, from: usize, batch: Batch) {
+        let t0 = thread_cpu_ns();
+        if self.take_in(sh, from, batch) {
+            sh.root_batches.fetch_add(1, Ordering::Relaxed);
+            sh.gather_cpu_ns
+                .fetch_add(thread_cpu_ns().saturating_sub(t0), Ordering::Relaxed);
+        }
+    }
+
+    /// Merge the batch of hop `from` (false: not expected, dropped); the
+    /// last one passes the result up.
+    fn take_in(&self, sh: &Shared, from: usize, batch: Batch) -> bool {
+        let done = {
+            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(i) = (!st.closed)
+                .then(|| st.pending.iter().position(|&h| h == from))
+                .flatten()
+            else {
+                return false; // late, duplicate, or its collector is gone
+            };
+            st.pending.swap_remove(i);
+            self.merge(&mut st, batch);
+            if st.pending.is_empty() {
+                st.closed = true;
+                Some(std::mem::take(&mut *st))
+            } else {
+                None
+            }
+        };
+        if let Some(st) = done {
+            self.finish(sh, st);
+        }
+        true
+    }
+
+    /// Hop `hop` was lost before its batch came: every point of its
+    /// subtree fails (computed now, from the view and the tree).
+    fn fail_hop(&self, sh: &Shared, hop: usize, why: &str) {
+        let batch = match &self.mode {
+            Mode::Fold(_) => Batch::Fold(Some(Err(why.to_string()))),
+            Mode::Gather => Batch::Values(
+                subtree_slots(hop, sh.fanout, sh.procs.len(), &self.view)
+                    .map(|s| (s, PointValue::error(why)))
+                    .collect(),
+            ),
+        };
+        self.add(sh, hop, batch);
+    }
+
+    /// All batches are in: pass the result up.
+    fn finish(&self, sh: &Shared, st: CollState) {
+        if let Some(at) = self.at {
+            sh.procs[at]
+                .relays
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&self.id);
+        }
         match &self.up {
-            FoldUp::Node(parent) => {
-                parent.add(acc.unwrap_or_else(|| Err("empty fold".into())), covered)
-            }
-            FoldUp::Root(identity, done) => {
-                let value = match acc {
-                    None => PointValue::Ok(vec![identity.clone()]),
-                    Some(Ok(a)) => PointValue::Ok(vec![(self.combine)(identity, &a)]),
-                    Some(Err(e)) => PointValue::error(e),
+            Upward::Parent(p) => {
+                let at = self.at.expect("a forwarder's collector has a proc");
+                let batch = match self.mode {
+                    Mode::Gather => Batch::Values(st.values),
+                    Mode::Fold(_) => Batch::Fold(st.fold),
                 };
-                done.complete(Ok(ValueMesh {
-                    shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
-                    values: vec![value],
-                }));
+                p.add(sh, at, batch);
+            }
+            Upward::Root {
+                done,
+                shape,
+                identity,
+            } => {
+                let vm = match &self.mode {
+                    Mode::Gather => {
+                        let mut slots = st.slots;
+                        if slots.is_empty() {
+                            slots = (0..self.view.len()).map(|_| None).collect();
+                        }
+                        ValueMesh {
+                            shape: shape.clone(),
+                            values: slots
+                                .into_iter()
+                                .map(|v| v.unwrap_or_else(|| PointValue::error("no reply")))
+                                .collect(),
+                        }
+                    }
+                    Mode::Fold(combine) => ValueMesh {
+                        shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
+                        values: vec![match st.fold {
+                            None => PointValue::Ok(vec![identity.clone()]),
+                            Some(Ok(a)) => PointValue::Ok(vec![combine(identity, &a)]),
+                            Some(Err(e)) => PointValue::error(e),
+                        }],
+                    },
+                };
+                done.complete(Ok(vm));
             }
         }
     }
 }
 
-/// A forwarding proc's collection of its subtree's replies.
-struct LocalRelay {
-    up: Up,
-    st: Mutex<(Vec<(u64, PointValue)>, usize)>,
-}
-
-impl LocalRelay {
-    fn add(&self, values: Vec<(u64, PointValue)>) {
-        let batch = {
-            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
-            st.1 = st.1.saturating_sub(values.len());
-            st.0.extend(values);
-            if st.1 > 0 {
-                return;
-            }
-            std::mem::take(&mut st.0)
-        };
-        self.up.add(batch);
-    }
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 struct LocalProc {
     mailbox: Mutex<VecDeque<Delivery>>,
     scheduled: AtomicBool,
+    /// Set (under the mailbox lock) when the proc is lost.
+    lost: AtomicBool,
     actors: Mutex<HashMap<String, Box<dyn LocalActor>>>,
-}
-
-struct LocalGather {
-    shape: Shape,
-    values: Mutex<Vec<Option<PointValue>>>,
-    remaining: AtomicUsize,
-    done: Future,
-}
-
-impl LocalGather {
-    fn fill_batch(&self, values: Vec<(u64, PointValue)>) {
-        let mut filled = 0;
-        {
-            let mut v = self.values.lock().unwrap_or_else(|p| p.into_inner());
-            for (slot, value) in values {
-                if let Some(cell) = v.get_mut(slot as usize) {
-                    if cell.is_none() {
-                        *cell = Some(value);
-                        filled += 1;
-                    }
-                }
-            }
-        }
-        if filled > 0 && self.remaining.fetch_sub(filled, Ordering::AcqRel) == filled {
-            let values = self
-                .values
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain(..)
-                .map(|v| v.unwrap_or_else(|| PointValue::error("no reply")))
-                .collect();
-            self.done.complete(Ok(ValueMesh {
-                shape: self.shape.clone(),
-                values,
-            }));
-        }
-    }
+    /// Collectors of casts this proc forwards, by id.
+    relays: Mutex<HashMap<u64, Arc<Collector>>>,
 }
 
 struct Shared {
@@ -231,10 +366,17 @@ struct Shared {
     runq: Mutex<VecDeque<usize>>,
     wake: Condvar,
     stop: AtomicBool,
+    next_id: AtomicU64,
     /// Messages put in mailboxes by the sender itself (its first hops).
     root_sends: AtomicU64,
     /// Messages put in mailboxes by forwarding procs.
     forwards: AtomicU64,
+    /// Reply batches the sender's collectors received.
+    root_batches: AtomicU64,
+    /// Thread CPU time spent taking them in (and completing the futures).
+    gather_cpu_ns: AtomicU64,
+    /// Collectors alive (registered or not).
+    live: Arc<AtomicUsize>,
 }
 
 /// Statistics of a cluster since it started.
@@ -244,6 +386,17 @@ pub struct LocalStats {
     pub root_sends: u64,
     /// Messages procs forwarded down the tree.
     pub forwards: u64,
+    /// Reply batches that reached the sender's gathers and folds (at
+    /// most one per first hop and cast).
+    pub root_batches: u64,
+    /// CPU time (ns, thread time) spent taking those batches in, filling
+    /// the result and completing the futures.
+    pub gather_cpu_ns: u64,
+    /// Reply collectors registered at procs now (casts in flight).
+    pub relays: usize,
+    /// Reply collectors not yet freed, the sender's included (a collector
+    /// kept alive by a forgotten reference counts here).
+    pub collectors: usize,
 }
 
 /// A set of in-process procs served by a pool of worker threads.
@@ -261,15 +414,21 @@ impl LocalCluster {
                 .map(|_| LocalProc {
                     mailbox: Mutex::new(VecDeque::new()),
                     scheduled: AtomicBool::new(false),
+                    lost: AtomicBool::new(false),
                     actors: Mutex::new(HashMap::new()),
+                    relays: Mutex::new(HashMap::new()),
                 })
                 .collect(),
             fanout: fanout.max(2),
             runq: Mutex::new(VecDeque::new()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
             root_sends: AtomicU64::new(0),
             forwards: AtomicU64::new(0),
+            root_batches: AtomicU64::new(0),
+            gather_cpu_ns: AtomicU64::new(0),
+            live: Arc::new(AtomicUsize::new(0)),
         });
         let threads = (0..threads.max(1))
             .map(|i| {
@@ -303,10 +462,65 @@ impl LocalCluster {
     }
 
     pub fn stats(&self) -> LocalStats {
+        let s = &self.shared;
         LocalStats {
-            root_sends: self.shared.root_sends.load(Ordering::Relaxed),
-            forwards: self.shared.forwards.load(Ordering::Relaxed),
+            root_sends: s.root_sends.load(Ordering::Relaxed),
+            forwards: s.forwards.load(Ordering::Relaxed),
+            root_batches: s.root_batches.load(Ordering::Relaxed),
+            gather_cpu_ns: s.gather_cpu_ns.load(Ordering::Relaxed),
+            relays: s
+                .procs
+                .iter()
+                .map(|p| p.relays.lock().unwrap_or_else(|p| p.into_inner()).len())
+                .sum(),
+            collectors: s.live.load(Ordering::Relaxed),
         }
+    }
+
+    #[cfg(test)]
+    fn mailbox_len(&self, rank: usize) -> usize {
+        self.shared.procs[rank]
+            .mailbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    /// Lose proc `rank`, as if its process died: mail waiting for it is
+    /// dropped, the casts it was forwarding fail the points of its subtree
+    /// (at the proc above it, which computes them only now), and later
+    /// casts route around it (its children are reached directly; its own
+    /// point fails).
+    pub fn lose(&self, rank: usize) -> Result<()> {
+        let sh = &self.shared;
+        let p = sh
+            .procs
+            .get(rank)
+            .ok_or_else(|| Error::invalid(format!("no local proc {rank}")))?;
+        let mail: Vec<Delivery> = {
+            let mut mb = p.mailbox.lock().unwrap_or_else(|p| p.into_inner());
+            if p.lost.swap(true, Ordering::SeqCst) {
+                return Ok(());
+            }
+            mb.drain(..).collect()
+        };
+        let relays: Vec<Arc<Collector>> = {
+            let mut r = p.relays.lock().unwrap_or_else(|p| p.into_inner());
+            r.drain().map(|(_, c)| c).collect()
+        };
+        let why = format!("local proc {rank} was lost");
+        for d in mail {
+            if let Some(up) = d.up {
+                up.fail_hop(sh, d.at, &why);
+            }
+        }
+        for c in relays {
+            c.st.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+            if let Upward::Parent(up) = &c.up {
+                up.fail_hop(sh, rank, &why);
+            }
+        }
+        Ok(())
     }
 
     /// Cast `method` to every point of `view` and reduce the replies (their
@@ -326,22 +540,26 @@ impl LocalCluster {
         combine: Combine,
     ) -> Result<Future> {
         let done: Future = Completion::new(None);
-        let root = Arc::new(FoldNode {
-            combine,
-            up: FoldUp::Root(identity, done.clone()),
-            st: Mutex::new((None, view.len(), view.len())),
-        });
-        if view.is_empty() {
-            root.add_empty();
-            return Ok(done);
-        }
-        self.send_cast(actor, method, parts, view, Some(Up::Fold(root)))?;
+        self.send_cast(
+            actor,
+            method,
+            parts,
+            view,
+            Some((Mode::Fold(combine), done.clone(), identity)),
+        )?;
         Ok(done)
     }
 
     /// Cast `method` to actor `actor` at every point of `view` (a view over
     /// base ranks `0..len()`). With `gather`, the future yields one value
     /// per point in the view's rank order; without, None (broadcast).
+    ///
+    /// The sender's work does not grow with the number of points: it
+    /// indexes the view (O(dimensions)), finds its first hops (the root's
+    /// children whose subtree holds a point: O(K · depth · dimensions)),
+    /// and posts one message to each; every proc finds its own first hops
+    /// the same way. The one O(N) step is filling the N results, done as
+    /// the (at most K) reply batches arrive.
     pub fn cast(
         &self,
         actor: &str,
@@ -350,35 +568,15 @@ impl LocalCluster {
         view: &Shape,
         gather: bool,
     ) -> Result<Option<Future>> {
-        if let Some(max) = view.max_base_rank() {
-            if max >= self.len() {
-                return Err(Error::invalid(format!(
-                    "view {view} reaches base rank {max}, past the {} local procs",
-                    self.len()
-                )));
-            }
-        }
-        let n = view.len();
-        let g = gather.then(|| {
-            Arc::new(LocalGather {
-                shape: view.clone(),
-                values: Mutex::new((0..n).map(|_| None).collect()),
-                remaining: AtomicUsize::new(n),
-                done: Completion::new(None),
-            })
-        });
-        let fut = g.as_ref().map(|g| g.done.clone());
-        if n == 0 {
-            if let Some(g) = &g {
-                g.done.complete(Ok(ValueMesh {
-                    shape: view.clone(),
-                    values: Vec::new(),
-                }));
-            }
-            return Ok(fut);
-        }
-        self.send_cast(actor, method, parts, view, g.map(Up::Root))?;
-        Ok(fut)
+        let done: Option<Future> = gather.then(|| Completion::new(None));
+        self.send_cast(
+            actor,
+            method,
+            parts,
+            view,
+            done.clone().map(|d| (Mode::Gather, d, Vec::new())),
+        )?;
+        Ok(done)
     }
 
     fn send_cast(
@@ -387,8 +585,9 @@ impl LocalCluster {
         method: &str,
         parts: Vec<Vec<u8>>,
         view: &Shape,
-        up: Option<Up>,
+        reply: Option<(Mode, Future, Vec<u8>)>,
     ) -> Result<()> {
+        let sh = &self.shared;
         if let Some(max) = view.max_base_rank() {
             if max >= self.len() {
                 return Err(Error::invalid(format!(
@@ -397,26 +596,66 @@ impl LocalCluster {
                 )));
             }
         }
+        let index = Arc::new(ViewIndex::new(view).map_err(Error::invalid)?);
+        let (k, n) = (sh.fanout, sh.procs.len());
+        let routes = view_hops(None, k, n, &index, &|r| {
+            sh.procs[r].lost.load(Ordering::Relaxed)
+        });
+        let up = reply.map(|(mode, done, identity)| {
+            let shape = if matches!(mode, Mode::Gather) {
+                view.clone()
+            } else {
+                Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid")
+            };
+            let c = Arc::new(Collector::new(
+                index.clone(),
+                None,
+                0,
+                mode,
+                Upward::Root {
+                    done,
+                    shape,
+                    identity,
+                },
+                routes.hops.clone(),
+                sh.live.clone(),
+            ));
+            if !routes.lost.is_empty() {
+                // Points on lost procs fail at once (not pending).
+                let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                for &(r, slot) in &routes.lost {
+                    let why = format!("local proc {r} was lost");
+                    let b = Batch::Values(vec![(slot, PointValue::error(why))]);
+                    c.merge(&mut st, b);
+                }
+            }
+            c
+        });
+        if let Some(c) = &up {
+            if routes.hops.is_empty() {
+                // Nothing to wait for (an empty view, or every point lost).
+                let st = {
+                    let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                    st.closed = true;
+                    std::mem::take(&mut *st)
+                };
+                c.finish(sh, st);
+                return Ok(());
+            }
+        }
         let msg = Arc::new(CastMsg {
             actor: actor.to_string(),
             method: method.to_string(),
             parts,
         });
-        let members = view.base_ranks().enumerate().map(|(slot, rank)| Node {
-            rank,
-            slot: slot as u64,
-        });
-        let routes = route(None, self.shared.fanout, members, &|_| false, false);
-        self.shared
-            .root_sends
+        sh.root_sends
             .fetch_add(routes.hops.len() as u64, Ordering::Relaxed);
-        for nodes in routes.hops {
-            self.shared.post(Delivery {
-                msg: msg.clone(),
-                nodes,
-                up: up.clone(),
-            });
-        }
+        sh.post_all(routes.hops.into_iter().map(|at| Delivery {
+            msg: msg.clone(),
+            view: index.clone(),
+            at,
+            up: up.clone(),
+        }));
         Ok(())
     }
 }
@@ -435,19 +674,41 @@ impl Drop for LocalCluster {
 }
 
 impl Shared {
-    fn post(&self, d: Delivery) {
-        let r = d.nodes[0].rank;
-        let p = &self.procs[r];
-        p.mailbox
+    /// Put deliveries in their procs' mailboxes, then wake workers once
+    /// for all of them (one futex wake per batch, not per message). A
+    /// delivery for a lost proc fails its points at once.
+    fn post_all(&self, ds: impl IntoIterator<Item = Delivery>) {
+        let mut ready: Vec<usize> = Vec::new();
+        for d in ds {
+            let r = d.at;
+            let p = &self.procs[r];
+            {
+                let mut mb = p.mailbox.lock().unwrap_or_else(|p| p.into_inner());
+                if !p.lost.load(Ordering::SeqCst) {
+                    mb.push_back(d);
+                    drop(mb);
+                    if !p.scheduled.swap(true, Ordering::AcqRel) {
+                        ready.push(r);
+                    }
+                    continue;
+                }
+            }
+            if let Some(up) = d.up {
+                up.fail_hop(self, r, &format!("local proc {r} was lost"));
+            }
+        }
+        if ready.is_empty() {
+            return;
+        }
+        let one = ready.len() == 1;
+        self.runq
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push_back(d);
-        if !p.scheduled.swap(true, Ordering::AcqRel) {
-            self.runq
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_back(r);
+            .extend(ready);
+        if one {
             self.wake.notify_one();
+        } else {
+            self.wake.notify_all();
         }
     }
 
@@ -479,7 +740,7 @@ impl Shared {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front();
             match next {
-                Some(d) => self.handle(r, d),
+                Some(d) => self.handle(d),
                 None => {
                     p.scheduled.store(false, Ordering::Release);
                     // A post may have raced with us going idle.
@@ -496,41 +757,68 @@ impl Shared {
         }
     }
 
-    fn handle(&self, r: usize, d: Delivery) {
-        let me = d.nodes[0];
+    fn handle(&self, d: Delivery) {
+        let r = d.at;
+        let (k, n) = (self.fanout, self.procs.len());
+        let own = d.view.slot_of(r);
+        let routes = view_hops(Some(r), k, n, &d.view, &|c| {
+            self.procs[c].lost.load(Ordering::Relaxed)
+        });
         let mut up = d.up;
-        if d.nodes.len() > 1 {
-            let routes = route(
-                Some(r),
-                self.fanout,
-                d.nodes[1..].iter().copied(),
-                &|_| false,
-                false,
-            );
+        if !routes.hops.is_empty() || !routes.lost.is_empty() {
+            // Our subtree's replies come to a collector of ours and go up
+            // in one batch.
+            if let Some(parent) = up.take() {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let mut pending = routes.hops.clone();
+                pending.extend(own.map(|_| r));
+                let c = Arc::new(parent.below(r, id, pending));
+                {
+                    let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                    for &(lr, slot) in &routes.lost {
+                        let why = format!("local proc {lr} was lost");
+                        c.merge(&mut st, Batch::Values(vec![(slot, PointValue::error(why))]));
+                    }
+                }
+                let registered = {
+                    let mut relays = self.procs[r]
+                        .relays
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    // Checked under the lock `lose` drains the relays with.
+                    let ok = !self.procs[r].lost.load(Ordering::SeqCst);
+                    if ok {
+                        relays.insert(id, c.clone());
+                    }
+                    ok
+                };
+                if !registered {
+                    c.st.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+                    parent.fail_hop(self, r, &format!("local proc {r} was lost"));
+                    return;
+                }
+                if own.is_none() && routes.hops.is_empty() {
+                    // Every point below us is lost: nothing to wait for.
+                    let st = {
+                        let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                        st.closed = true;
+                        std::mem::take(&mut *st)
+                    };
+                    c.finish(self, st);
+                    return;
+                }
+                up = Some(c);
+            }
             self.forwards
                 .fetch_add(routes.hops.len() as u64, Ordering::Relaxed);
-            // Our subtree's replies come to us and go up in one batch.
-            if let Some(parent) = up.take() {
-                let expected = routes
-                    .hops
-                    .iter()
-                    .flatten()
-                    .filter(|n| n.slot != FORWARD_ONLY)
-                    .count()
-                    + usize::from(me.slot != FORWARD_ONLY);
-                up = Some(parent.below(expected));
-            }
-            for nodes in routes.hops {
-                self.post(Delivery {
-                    msg: d.msg.clone(),
-                    nodes,
-                    up: up.clone(),
-                });
-            }
+            self.post_all(routes.hops.into_iter().map(|at| Delivery {
+                msg: d.msg.clone(),
+                view: d.view.clone(),
+                at,
+                up: up.clone(),
+            }));
         }
-        if me.slot == FORWARD_ONLY {
-            return;
-        }
+        let Some(slot) = own else { return };
         let msg = &d.msg;
         let result = {
             let mut actors = self.procs[r]
@@ -538,7 +826,7 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             match actors.get_mut(&msg.actor) {
-                Some(a) => a.handle(&msg.method, &msg.parts, me.slot),
+                Some(a) => a.handle(&msg.method, &msg.parts, slot),
                 None => Err(format!("no actor '{}' on local proc {r}", msg.actor)),
             }
         };
@@ -547,7 +835,7 @@ impl Shared {
                 Ok(parts) => PointValue::Ok(parts),
                 Err(e) => PointValue::error(e),
             };
-            up.add(vec![(me.slot, value)]);
+            up.add(self, r, Batch::Values(vec![(slot, value)]));
         }
     }
 }
@@ -754,5 +1042,187 @@ mod tests {
         assert!(f.take().unwrap().unwrap().values.is_empty());
         let big = Shape::new(&[("x", 21)]).unwrap();
         assert!(c.cast("rec", "x", vec![], &big, true).is_err());
+    }
+
+    /// Waits until the cluster has no cast in flight: no collector
+    /// registered at a proc, none alive anywhere.
+    fn settle(c: &LocalCluster) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let st = c.stats();
+            if st.relays == 0 && st.collectors == 0 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reply state leaked: {st:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn casts_leave_no_relay_state_behind() {
+        let (c, _) = cluster(1000, 4);
+        let all = Shape::new(&[("a", 10), ("b", 100)]).unwrap();
+        let views = [
+            all.clone(),
+            all.select("b", Some(3), None, 7).unwrap(),
+            all.at("a", 9).unwrap().at("b", 99).unwrap(),
+            all.select("a", Some(2), Some(9), 3).unwrap(),
+        ];
+        for round in 0..3 {
+            for v in &views {
+                let f = c.cast("rec", "x", vec![], v, true).unwrap().unwrap();
+                assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+                let vm = f.take().unwrap().unwrap();
+                assert_eq!(vm.values.len(), v.len());
+                assert!(vm.values.iter().all(|x| !x.is_err()), "round {round}");
+                c.cast("rec", "x", vec![], v, false).unwrap();
+                let sum: Combine =
+                    Arc::new(|a: &[u8], b: &[u8]| (u(a) + u(b)).to_le_bytes().to_vec());
+                let f = c
+                    .cast_reduce("rec", "x", vec![], v, vec![0; 8], sum)
+                    .unwrap();
+                assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+                let want: u64 = (0..v.len() as u64).sum();
+                assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), want);
+            }
+        }
+        settle(&c);
+        // Failing points, and an actor that is not there, also complete.
+        let f = c.cast("rec", "fail", vec![], &all, true).unwrap().unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        let f = c.cast("ghost", "x", vec![], &all, true).unwrap().unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        settle(&c);
+    }
+
+    /// Blocks its handler at one base rank until the gate opens.
+    struct Gate {
+        base: usize,
+        gate: Arc<(Mutex<(bool, usize)>, std::sync::Condvar)>,
+        at: usize,
+    }
+
+    impl LocalActor for Gate {
+        fn handle(
+            &mut self,
+            _method: &str,
+            _parts: &[Vec<u8>],
+            point: u64,
+        ) -> std::result::Result<Vec<Vec<u8>>, String> {
+            if self.base == self.at {
+                let (m, cv) = &*self.gate;
+                let mut g = m.lock().unwrap();
+                g.1 += 1;
+                cv.notify_all();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while !g.0 && std::time::Instant::now() < deadline {
+                    g = cv
+                        .wait_timeout(g, std::time::Duration::from_millis(100))
+                        .unwrap()
+                        .0;
+                }
+            }
+            Ok(vec![point.to_le_bytes().to_vec()])
+        }
+    }
+
+    #[test]
+    fn a_proc_lost_mid_cast_fails_exactly_its_subtree_and_leaks_nothing() {
+        // K = 4, 100 procs: 9's parent is 1; 9's children are 40..44.
+        let (n, k, victim) = (100, 4, 9);
+        let c = LocalCluster::new(n, 2, k);
+        let gate = Arc::new((Mutex::new((false, 0usize)), std::sync::Condvar::new()));
+        let g = gate.clone();
+        c.spawn("g", move |base| {
+            Box::new(Gate {
+                base,
+                gate: g.clone(),
+                at: victim,
+            })
+        });
+        let all = Shape::new(&[("x", n)]).unwrap();
+        // Cast A: 9 forwards to 40..44 (its collector waits), then blocks.
+        let a = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
+        {
+            let (m, cv) = &*gate;
+            let mut st = m.lock().unwrap();
+            while st.1 == 0 {
+                st = cv
+                    .wait_timeout(st, std::time::Duration::from_secs(60))
+                    .unwrap()
+                    .0;
+            }
+        }
+        // Cast B: its delivery waits in 9's mailbox.
+        let b = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while c.mailbox_len(victim) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cast B never queued at 9"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(c.stats().relays > 0);
+        c.lose(victim).unwrap();
+        // 9 resumes (as a process would not): its reply must be dropped.
+        gate.0.lock().unwrap().0 = true;
+        gate.1.notify_all();
+        let subtree: Vec<usize> = vec![9, 40, 41, 42, 43];
+        for f in [a, b] {
+            assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+            let vm = f.take().unwrap().unwrap();
+            for (slot, v) in vm.values.iter().enumerate() {
+                if subtree.contains(&slot) {
+                    assert!(v.is_err(), "slot {slot} should have failed");
+                    assert!(
+                        matches!(v, PointValue::Err { message, .. } if message.contains("local proc 9 was lost")),
+                        "{v:?}"
+                    );
+                } else {
+                    assert_eq!(u(&v.parts()[0]), slot as u64, "slot {slot}");
+                }
+            }
+        }
+        settle(&c);
+        // Later casts route around 9: only its own point fails, and a
+        // strided view through it as well.
+        let f = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        let vm = f.take().unwrap().unwrap();
+        for (slot, v) in vm.values.iter().enumerate() {
+            assert_eq!(v.is_err(), slot == victim, "slot {slot}");
+        }
+        let view = all.select("x", Some(1), None, 8).unwrap(); // 1, 9, 17, ...
+        let f = c.cast("g", "w", vec![], &view, true).unwrap().unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        let vm = f.take().unwrap().unwrap();
+        for (slot, v) in vm.values.iter().enumerate() {
+            assert_eq!(v.is_err(), slot == 1, "slot {slot}");
+        }
+        // A fold through the lost proc fails; one around it does not.
+        let sum: Combine = Arc::new(|a: &[u8], b: &[u8]| (u(a) + u(b)).to_le_bytes().to_vec());
+        let f = c
+            .cast_reduce("g", "w", vec![], &all, vec![0; 8], sum.clone())
+            .unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        assert!(f.take().unwrap().unwrap().values[0].is_err());
+        let around = all.select("x", Some(40), Some(44), 1).unwrap();
+        let f = c
+            .cast_reduce("g", "w", vec![], &around, vec![0; 8], sum)
+            .unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), 6);
+        // Every point lost: 1 answers for 9 (and 9's children still get
+        // a broadcast through 1).
+        let only = all.at("x", victim).unwrap();
+        let f = c.cast("g", "w", vec![], &only, true).unwrap().unwrap();
+        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
+        assert!(f.take().unwrap().unwrap().values[0].is_err());
+        c.cast("g", "w", vec![], &all, false).unwrap();
+        settle(&c);
     }
 }

@@ -22,8 +22,25 @@
 //! are reached directly. Points whose path went through a node that is lost
 //! while the cast is in flight are failed by the sender (see
 //! [`Routes::relays`]); a forwarding node that cannot reach a child answers
-//! the child's points with an error itself. Replies go straight to the
-//! sender (or to `reply_to`), not up the tree.
+//! the child's points with an error itself.
+//!
+//! Replies: a gather's replies travel back **up** the tree: each forwarding
+//! proc collects its subtree's replies (its own actor's included) and sends
+//! them to its parent in one batch (`runtime/cast.rs`, `local.rs`), so the
+//! sender takes in at most K batches per cast. `stream()` and port replies
+//! go straight to the port's proc (or `reply_to`).
+//!
+//! Two ways to describe a cast's points to a node:
+//! - [`route`]: explicit node lists (base rank, slot, address per node),
+//!   used between OS processes, where a forwarder also needs its
+//!   descendants' addresses. The sender's work is O(N) (it lists every
+//!   point once, in K messages).
+//! - [`view_hops`] with a [`ViewIndex`]: the cast carries the view itself;
+//!   a node's subtree is `depth` contiguous ranges of base ranks
+//!   ([`levels`]), so each node, the sender included, finds its first hops
+//!   in O(K · depth · dims) without looking at the points, and the points
+//!   below a lost node are computed only when it is lost
+//!   ([`subtree_slots`]). Used by in-process procs (`local.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -153,6 +170,300 @@ pub fn route(
     out
 }
 
+/// The points of a view, looked up by base rank without listing them: a
+/// cast that carries the view (not a list of nodes) lets every node of the
+/// tree find the points of its own subtree, so the sender only works out
+/// its first hops (O(K · depth) instead of O(N)).
+///
+/// Views built by slicing, splitting, renaming or flattening are "ordered"
+/// (each stride is larger than the span of the dimensions inside it), so a
+/// base rank's point, the next point at or after a base rank, and the number
+/// of points below a base rank are all found in O(dimensions). Other views
+/// (raw strides from the wire) fall back to a sorted table built once.
+#[derive(Debug, Clone)]
+pub struct ViewIndex {
+    offset: usize,
+    sizes: Vec<usize>,
+    strides: Vec<usize>,
+    /// Points below each dimension: `inner[i]` = product of `sizes[i+1..]`.
+    inner: Vec<usize>,
+    len: usize,
+    /// For views that are not ordered: (base rank, slot), sorted by rank.
+    table: Option<Vec<(usize, u64)>>,
+}
+
+impl ViewIndex {
+    /// Index `view`. Err if two points of the view share a base rank (a
+    /// cast could not deliver to both).
+    pub fn new(view: &crate::Shape) -> Result<ViewIndex, String> {
+        let sizes = view.sizes().to_vec();
+        let strides = view.strides().to_vec();
+        let nd = sizes.len();
+        let mut inner = vec![1usize; nd];
+        for i in (0..nd.saturating_sub(1)).rev() {
+            inner[i] = inner[i + 1].saturating_mul(sizes[i + 1]);
+        }
+        let len = view.len();
+        // Ordered: every dimension of size > 1 has a stride larger than the
+        // largest offset the dimensions inside it can add.
+        let mut span = 0usize;
+        let mut ordered = true;
+        for i in (0..nd).rev() {
+            if sizes[i] > 1 {
+                if strides[i] <= span {
+                    ordered = false;
+                    break;
+                }
+                span = span.saturating_add((sizes[i] - 1).saturating_mul(strides[i]));
+            }
+        }
+        let table = if ordered || len == 0 {
+            None
+        } else {
+            let mut t: Vec<(usize, u64)> = view
+                .base_ranks()
+                .enumerate()
+                .map(|(slot, b)| (b, slot as u64))
+                .collect();
+            t.sort_unstable();
+            if t.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(format!("view {view} names a base rank twice"));
+            }
+            Some(t)
+        };
+        Ok(ViewIndex {
+            offset: view.offset(),
+            sizes,
+            strides,
+            inner,
+            len,
+            table,
+        })
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The point (slot) at base rank `b`, if `b` is in the view.
+    pub fn slot_of(&self, b: usize) -> Option<u64> {
+        if self.len == 0 {
+            return None;
+        }
+        if let Some(t) = &self.table {
+            return t.binary_search_by_key(&b, |e| e.0).ok().map(|i| t[i].1);
+        }
+        let mut rel = b.checked_sub(self.offset)?;
+        let mut slot = 0usize;
+        for i in 0..self.sizes.len() {
+            if self.sizes[i] <= 1 {
+                continue;
+            }
+            let c = rel / self.strides[i];
+            if c >= self.sizes[i] {
+                return None;
+            }
+            rel -= c * self.strides[i];
+            slot += c * self.inner[i];
+        }
+        (rel == 0).then_some(slot as u64)
+    }
+
+    /// Smallest base rank of a point that is `>= from`.
+    pub fn next_at_or_after(&self, from: usize) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        if let Some(t) = &self.table {
+            let i = t.partition_point(|e| e.0 < from);
+            return t.get(i).map(|e| e.0);
+        }
+        if from <= self.offset {
+            return Some(self.offset);
+        }
+        self.next_rel(from - self.offset, 0)
+            .map(|r| r + self.offset)
+    }
+
+    /// Smallest sum over dimensions `i..` that is `>= rel` (ordered views).
+    fn next_rel(&self, rel: usize, i: usize) -> Option<usize> {
+        if rel == 0 {
+            return Some(0);
+        }
+        let Some(d) = (i..self.sizes.len()).find(|&d| self.sizes[d] > 1) else {
+            return None; // only the all-zero point is left, and rel > 0
+        };
+        let st = self.strides[d];
+        let c = rel / st;
+        if c >= self.sizes[d] {
+            return None;
+        }
+        if let Some(sub) = self.next_rel(rel - c * st, d + 1) {
+            return Some(c * st + sub);
+        }
+        (c + 1 < self.sizes[d]).then(|| (c + 1) * st)
+    }
+
+    /// Number of points whose base rank is `< x`.
+    pub fn count_below(&self, x: usize) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        if let Some(t) = &self.table {
+            return t.partition_point(|e| e.0 < x);
+        }
+        if x <= self.offset {
+            return 0;
+        }
+        let mut rel = x - self.offset;
+        let mut count = 0usize;
+        for i in 0..self.sizes.len() {
+            if self.sizes[i] <= 1 {
+                continue;
+            }
+            let c = rel / self.strides[i];
+            if c >= self.sizes[i] {
+                return count + self.sizes[i] * self.inner[i];
+            }
+            count += c * self.inner[i];
+            rel -= c * self.strides[i];
+        }
+        // What is left: the point at offset `rel == 0` is not below x.
+        count + usize::from(rel > 0)
+    }
+
+    /// Number of points with base rank in `range`.
+    pub fn count_in(&self, range: std::ops::Range<usize>) -> usize {
+        if range.start >= range.end {
+            return 0;
+        }
+        self.count_below(range.end) - self.count_below(range.start)
+    }
+
+    /// Whether a point has its base rank in `range`.
+    pub fn any_in(&self, range: std::ops::Range<usize>) -> bool {
+        range.start < range.end
+            && self
+                .next_at_or_after(range.start)
+                .is_some_and(|b| b < range.end)
+    }
+
+    /// The points with base rank in `range`, as (base rank, slot).
+    pub fn points_in(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let mut at = range.start;
+        std::iter::from_fn(move || {
+            if at >= range.end {
+                return None;
+            }
+            let b = self.next_at_or_after(at).filter(|&b| b < range.end)?;
+            at = b + 1;
+            Some((b, self.slot_of(b).expect("a point of the view")))
+        })
+    }
+}
+
+/// The base ranks below `at` (None: the root, i.e. all of them), one range
+/// per tree level, top first, among `n` ranks. In the heap, the
+/// descendants of a node at any one level are contiguous, so a subtree is
+/// `depth` ranges.
+pub fn levels(
+    at: Option<usize>,
+    k: usize,
+    n: usize,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    // Heap index h = base rank + 1 (the root is 0); level l below h starts
+    // at f(l+1) = f(l)·k + 1 and is k^l wide.
+    let mut first = at.map_or(0, |r| r + 1);
+    let mut width = 1usize;
+    std::iter::from_fn(move || {
+        first = first.checked_mul(k)?.checked_add(1)?;
+        width = width.checked_mul(k)?;
+        let lo = first - 1;
+        (lo < n).then(|| lo..lo.saturating_add(width).min(n))
+    })
+}
+
+/// The subtree of base rank `r`: `r` itself, then its descendants by level.
+pub fn subtree(r: usize, k: usize, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    std::iter::once(r..(r + 1).min(n)).chain(levels(Some(r), k, n))
+}
+
+/// Whether the subtree of `r` holds a point of `view`.
+pub fn subtree_has_point(r: usize, k: usize, n: usize, view: &ViewIndex) -> bool {
+    subtree(r, k, n).any(|lv| view.any_in(lv))
+}
+
+/// Number of points of `view` in the subtree of `r`.
+pub fn subtree_count(r: usize, k: usize, n: usize, view: &ViewIndex) -> usize {
+    subtree(r, k, n).map(|lv| view.count_in(lv)).sum()
+}
+
+/// The slots of `view` in the subtree of `r` (computed only when needed,
+/// e.g. when `r` is lost while a cast through it is in flight).
+pub fn subtree_slots<'a>(
+    r: usize,
+    k: usize,
+    n: usize,
+    view: &'a ViewIndex,
+) -> impl Iterator<Item = u64> + 'a {
+    subtree(r, k, n).flat_map(move |lv| view.points_in(lv).map(|(_, s)| s))
+}
+
+/// Where a cast of a whole view goes from one node.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ViewHops {
+    /// The first hops: each covers the points of its own subtree.
+    pub hops: Vec<usize>,
+    /// Points that cannot be reached (their proc is lost), as (rank, slot).
+    pub lost: Vec<(usize, u64)>,
+}
+
+/// The first hops below `at` (None: the sender) of a cast to `view` over
+/// `n` base ranks: the children whose subtree holds a point; a lost child
+/// is bypassed (its children are considered instead, and its own point is
+/// reported lost). O(K · depth · dims) without lost nodes, independent of
+/// the number of points.
+pub fn view_hops(
+    at: Option<usize>,
+    k: usize,
+    n: usize,
+    view: &ViewIndex,
+    lost: &dyn Fn(usize) -> bool,
+) -> ViewHops {
+    let mut out = ViewHops {
+        hops: Vec::with_capacity(k),
+        lost: Vec::new(),
+    };
+    let mut todo: Vec<std::ops::Range<usize>> = Vec::with_capacity(4);
+    todo.extend(levels(at, k, n).take(1));
+    while let Some(range) = todo.pop() {
+        for c in range.rev() {
+            if !subtree_has_point(c, k, n, view) {
+                continue;
+            }
+            if lost(c) {
+                if let Some(slot) = view.slot_of(c) {
+                    out.lost.push((c, slot));
+                }
+                todo.extend(levels(Some(c), k, n).take(1));
+            } else {
+                out.hops.push(c);
+            }
+        }
+    }
+    out.hops.sort_unstable();
+    out.lost.sort_unstable();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,5 +587,180 @@ mod tests {
         want.push(39);
         want.sort();
         assert_eq!(under0, want.iter().map(|&x| x as u64).collect::<Vec<_>>());
+    }
+
+    /// Views to check the index against: dense, sliced, strided, split,
+    /// one point, empty, and raw strides that are not ordered.
+    fn views() -> Vec<crate::Shape> {
+        use crate::Shape;
+        let d = Shape::new(&[("a", 6), ("b", 10)]).unwrap();
+        vec![
+            d.clone(),
+            d.select("b", Some(1), None, 3).unwrap(),
+            d.select("a", Some(1), Some(5), 2)
+                .unwrap()
+                .select("b", Some(2), Some(9), 4)
+                .unwrap(),
+            d.at("a", 3).unwrap(),
+            d.at("a", 5).unwrap().at("b", 9).unwrap(),
+            d.select("b", Some(4), Some(4), 1).unwrap(),
+            d.flatten("r")
+                .unwrap()
+                .split("r", &[("x", None), ("y", Some(4))])
+                .unwrap(),
+            Shape::new(&[("x", 1), ("y", 7), ("z", 1)]).unwrap(),
+            // Transposed: strides increase inward.
+            Shape::from_parts(vec!["a".into(), "b".into()], 2, vec![3, 4], vec![1, 3]).unwrap(),
+        ]
+    }
+
+    #[test]
+    fn view_index_matches_listing_the_points() {
+        for v in views() {
+            let idx = ViewIndex::new(&v).unwrap();
+            let pts: Vec<(usize, u64)> = {
+                let mut p: Vec<(usize, u64)> = v
+                    .base_ranks()
+                    .enumerate()
+                    .map(|(s, b)| (b, s as u64))
+                    .collect();
+                p.sort();
+                p
+            };
+            assert_eq!(idx.len(), pts.len());
+            for b in 0..80 {
+                let want = pts.iter().find(|p| p.0 == b).map(|p| p.1);
+                assert_eq!(idx.slot_of(b), want, "{v} slot_of {b}");
+                let next = pts.iter().find(|p| p.0 >= b).map(|p| p.0);
+                assert_eq!(idx.next_at_or_after(b), next, "{v} next {b}");
+                let below = pts.iter().filter(|p| p.0 < b).count();
+                assert_eq!(idx.count_below(b), below, "{v} below {b}");
+                for e in b..b + 9 {
+                    let inr: Vec<(usize, u64)> = pts
+                        .iter()
+                        .copied()
+                        .filter(|p| (b..e).contains(&p.0))
+                        .collect();
+                    assert_eq!(idx.count_in(b..e), inr.len());
+                    assert_eq!(idx.any_in(b..e), !inr.is_empty());
+                    assert_eq!(idx.points_in(b..e).collect::<Vec<_>>(), inr);
+                }
+            }
+        }
+        let dup = crate::Shape::from_parts(vec!["a".into()], 0, vec![3], vec![0]).unwrap();
+        assert!(ViewIndex::new(&dup).is_err());
+    }
+
+    #[test]
+    fn levels_are_the_subtree() {
+        for &(n, k) in &[(1000, 3), (4096, 16), (50, 2)] {
+            for r in [0, 1, 2, 7, 20] {
+                let mut want: Vec<usize> = Vec::new();
+                let mut todo = vec![r];
+                while let Some(x) = todo.pop() {
+                    want.push(x);
+                    todo.extend(children(x, k, n));
+                }
+                want.sort();
+                let got: Vec<usize> = subtree(r, k, n).flatten().collect();
+                assert_eq!(got, want, "n={n} k={k} r={r}");
+            }
+            let all: Vec<usize> = levels(None, k, n).flatten().collect();
+            assert_eq!(all, (0..n).collect::<Vec<_>>());
+        }
+    }
+
+    /// Deliver a cast of a view by simulating every node with `view_hops`;
+    /// returns slot -> deliveries, the root's sends, slots reported lost.
+    fn simulate_view(
+        n: usize,
+        k: usize,
+        v: &crate::Shape,
+        lost: &[usize],
+    ) -> (Vec<u32>, usize, Vec<u64>) {
+        let idx = ViewIndex::new(v).unwrap();
+        let is_lost = |r: usize| lost.contains(&r);
+        let mut got = vec![0u32; idx.len()];
+        let root = view_hops(None, k, n, &idx, &is_lost);
+        let mut lost_slots: Vec<u64> = root.lost.iter().map(|l| l.1).collect();
+        let sends = root.hops.len();
+        let mut queue = root.hops;
+        while let Some(at) = queue.pop() {
+            assert!(!is_lost(at));
+            if let Some(s) = idx.slot_of(at) {
+                got[s as usize] += 1;
+            }
+            let h = view_hops(Some(at), k, n, &idx, &is_lost);
+            lost_slots.extend(h.lost.iter().map(|l| l.1));
+            for hop in &h.hops {
+                // A child of `at`, or below a lost child.
+                let mut p = parent(*hop, k);
+                while p != Some(at) {
+                    assert!(is_lost(p.unwrap()));
+                    p = parent(p.unwrap(), k);
+                }
+            }
+            queue.extend(h.hops);
+        }
+        lost_slots.sort();
+        (got, sends, lost_slots)
+    }
+
+    #[test]
+    fn view_casts_reach_every_point_once_along_the_same_paths() {
+        for v in views() {
+            let n = v.max_base_rank().map_or(1, |m| m + 1) + 5;
+            for k in [2, 3, 16] {
+                let (got, sends, lost) = simulate_view(n, k, &v, &[]);
+                assert!(got.iter().all(|&c| c == 1), "{v} k={k}");
+                assert!(sends <= k);
+                assert!(lost.is_empty());
+                // The first hop of every point is the one `route` picks
+                // (so direct calls and casts share paths: FIFO).
+                let idx = ViewIndex::new(&v).unwrap();
+                let hops = view_hops(None, k, n, &idx, &|_| false).hops;
+                for (slot, b) in v.base_ranks().enumerate() {
+                    let r = route(
+                        None,
+                        k,
+                        [Node {
+                            rank: b,
+                            slot: slot as u64,
+                        }],
+                        &|_| false,
+                        false,
+                    );
+                    let first = r.hops[0][0].rank;
+                    assert!(hops.contains(&first));
+                    assert!(subtree(first, k, n).any(|lv| lv.contains(&b)));
+                }
+            }
+        }
+        // Lost nodes: their own points are reported, the rest reached.
+        let all = crate::Shape::new(&[("x", 50)]).unwrap();
+        let (got, _, lost) = simulate_view(50, 3, &all, &[0, 4, 13]);
+        assert_eq!(lost, vec![0, 4, 13]);
+        for (slot, &c) in got.iter().enumerate() {
+            assert_eq!(c, u32::from(![0, 4, 13].contains(&slot)), "slot {slot}");
+        }
+        // A lost node's subtree, computed when it is lost.
+        let idx = ViewIndex::new(&all).unwrap();
+        let mut sub: Vec<u64> = subtree_slots(4, 3, 50, &idx).collect();
+        sub.sort();
+        assert_eq!(sub, vec![4, 15, 16, 17, 48, 49]);
+        assert_eq!(subtree_count(4, 3, 50, &idx), 6);
+    }
+
+    #[test]
+    fn the_root_looks_at_first_hops_not_points() {
+        // 16 million points: issuing must not walk them (this would take
+        // seconds if it did; it must finish at once whatever the load).
+        let n = 1 << 24;
+        let big = crate::Shape::new(&[("a", 4096), ("b", 4096)]).unwrap();
+        let idx = ViewIndex::new(&big).unwrap();
+        let h = view_hops(None, 16, n, &idx, &|_| false);
+        assert_eq!(h.hops, (0..16).collect::<Vec<_>>());
+        let total: usize = h.hops.iter().map(|&r| subtree_count(r, 16, n, &idx)).sum();
+        assert_eq!(total, n);
     }
 }
