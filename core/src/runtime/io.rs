@@ -59,6 +59,10 @@ pub(super) const FLUSH_DELAY: Duration = Duration::from_micros(200);
 /// A spinning waiter reads the sockets on every this many turns.
 pub(super) const PUMP_EVERY: u32 = 4;
 
+/// With more connections than this, a spinning waiter first asks `poll`
+/// which ones have data (one syscall) instead of reading each.
+pub(super) const POLL_FIRST_ABOVE: usize = 2;
+
 /// How long no thread must have waited before the I/O thread reads.
 pub(super) const IO_IDLE_TICK: Duration = Duration::from_millis(10);
 
@@ -142,14 +146,19 @@ impl Inner {
         // Reading the sockets costs a syscall per connection; between reads
         // the spin only checks the condition (another thread may complete it).
         let turn = std::cell::Cell::new(0u32);
-        let ok = spin_until(policy.budget(), deadline, || {
-            let t = turn.get();
-            turn.set(t.wrapping_add(1));
-            if t.is_multiple_of(PUMP_EVERY) {
-                self.pump();
-            }
-            ready()
-        }) || self.park(deadline, ready);
+        let budget = policy.budget();
+        // Without a spin, `park` polls the sockets itself: reading them
+        // first would only cost a syscall per wait (EAGAIN).
+        let ok = (!budget.is_zero()
+            && spin_until(budget, deadline, || {
+                let t = turn.get();
+                turn.set(t.wrapping_add(1));
+                if t.is_multiple_of(PUMP_EVERY) {
+                    self.pump_ready();
+                }
+                ready()
+            }))
+            || self.park(deadline, ready);
         let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
         self.io.last_active_ns.store(now, Ordering::SeqCst);
         // Pairs with the I/O thread's `deep` store then `active` load: either
@@ -212,14 +221,15 @@ impl Inner {
                 self.io.polling.store(false, Ordering::SeqCst);
                 continue;
             }
+            let conns = self.conn_list();
             let mut fds = vec![pollin(kick)];
-            fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
+            fds.extend(conns.iter().map(|c| pollin(c.fd())));
             poll_fds(&mut fds, flush_wait);
             self.io.polling.store(false, Ordering::SeqCst);
             if fds[0].revents != 0 {
                 drain_eventfd(kick);
             }
-            self.pump();
+            self.pump_polled(&conns, &fds[1..]);
         }
     }
 
@@ -297,12 +307,45 @@ impl Inner {
     /// thread is reading are skipped (it dispatches in order for us).
     pub(super) fn pump(self: &Arc<Self>) {
         for conn in self.conn_list() {
-            let result = match conn.reader.try_lock() {
-                Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
-                Err(_) => continue,
-            };
-            if let Err(e) = result {
-                self.conn_failed(&conn, e);
+            self.try_drain(&conn);
+        }
+    }
+
+    /// Read one connection unless another thread is reading it.
+    fn try_drain(self: &Arc<Self>, conn: &Arc<Conn>) {
+        let result = match conn.reader.try_lock() {
+            Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
+            Err(_) => return,
+        };
+        if let Err(e) = result {
+            self.conn_failed(conn, e);
+        }
+    }
+
+    /// `pump`, costing one syscall when nothing arrived: with several
+    /// connections (a controller's), ask `poll` which ones have something
+    /// (or were closed) and read only those, instead of one read per
+    /// connection.
+    pub(super) fn pump_ready(self: &Arc<Self>) {
+        let conns = self.conn_list();
+        if conns.len() <= POLL_FIRST_ABOVE {
+            for conn in &conns {
+                self.try_drain(conn);
+            }
+            return;
+        }
+        let mut fds: Vec<libc::pollfd> = conns.iter().map(|c| pollin(c.fd())).collect();
+        poll_fds(&mut fds, Some(Duration::ZERO));
+        self.pump_polled(&conns, &fds);
+    }
+
+    /// Read the connections whose `fds` entry (same order) polled ready.
+    /// One that did not is left alone: `poll` is level-triggered, so
+    /// anything arriving later shows up in the next `poll`.
+    pub(super) fn pump_polled(self: &Arc<Self>, conns: &[Arc<Conn>], fds: &[libc::pollfd]) {
+        for (conn, fd) in conns.iter().zip(fds) {
+            if fd.revents != 0 {
+                self.try_drain(conn);
             }
         }
     }
@@ -384,11 +427,14 @@ impl Inner {
             // an unsignalled one is a wasted syscall per wake-up). Without
             // a poll we cannot tell, so reset it to be safe.
             let mut signalled = true;
+            let mut polled = None;
             if !done {
+                let conns = self.conn_list();
                 let mut fds = vec![pollin(own)];
-                fds.extend(self.conn_list().iter().map(|c| pollin(c.fd())));
+                fds.extend(conns.iter().map(|c| pollin(c.fd())));
                 poll_fds(&mut fds, timeout);
                 signalled = fds[0].revents != 0;
+                polled = Some((conns, fds));
             }
             {
                 let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
@@ -403,7 +449,12 @@ impl Inner {
             if done {
                 return true;
             }
-            self.pump();
+            match polled {
+                // Read what woke us (a wake-up of our own eventfd means
+                // another thread changed something: re-check first).
+                Some((conns, fds)) => self.pump_polled(&conns, &fds[1..]),
+                None => self.pump(),
+            }
         }
     }
 }
