@@ -25,6 +25,8 @@ mod heartbeat;
 mod io;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
+#[cfg(test)]
+mod connect_tests;
 mod supervise;
 
 use io::{new_eventfd, signal_eventfd, Io, Parking};
@@ -230,6 +232,10 @@ pub(crate) struct Inner {
     /// Procs started by host agents on other hosts.
     remote: remote::RemoteProcs,
     conns: Mutex<HashMap<String, Arc<Conn>>>,
+    /// One lock per address being connected to, so threads that need the
+    /// same new peer at once make one connection, not one each (a spare
+    /// connection would be closed, and its peer would see that as a loss).
+    connecting: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     ports: Mutex<HashMap<u64, Arc<Gather>>>,
     /// Stream ports (see `port`): channels and `stream()` casts.
     streams: Mutex<HashMap<u64, Arc<StreamPort>>>,
@@ -400,6 +406,7 @@ impl Runtime {
             unix_alias: OnceLock::new(),
             remote: Default::default(),
             conns: Mutex::new(HashMap::default()),
+            connecting: Mutex::new(HashMap::default()),
             ports: Mutex::new(HashMap::default()),
             streams: Mutex::new(HashMap::default()),
             actors: Mutex::new(HashMap::default()),
@@ -976,6 +983,36 @@ impl Inner {
     /// identity the peer proved (they differ when we reach a peer through
     /// another of its addresses, e.g. a controller over TCP).
     fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
+        let gate = self
+            .connecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(addr.to_string())
+            .or_default()
+            .clone();
+        let result = {
+            let _one_at_a_time = gate.lock().unwrap_or_else(|p| p.into_inner());
+            // Another thread may have connected while we waited.
+            let existing = self
+                .conns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(addr)
+                .cloned();
+            match existing {
+                Some(c) => Ok(c),
+                None => self.connect_now(addr),
+            }
+        };
+        let mut connecting = self.connecting.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget the gate once no other thread holds it.
+        if Arc::strong_count(&gate) == 2 {
+            connecting.remove(addr);
+        }
+        result
+    }
+
+    fn connect_now(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
         let mut stream = Stream::connect_from(&self.addr, addr)?;
         let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
         let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
@@ -1013,12 +1050,15 @@ impl Inner {
         if !conn.mark_closed() {
             return;
         }
-        {
+        let peer_still_connected = {
             let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
             conns.retain(|_, c| !Arc::ptr_eq(c, conn));
-        }
+            conns.contains_key(&conn.peer)
+        };
         conn.shutdown();
-        if !self.stopped.load(Ordering::SeqCst) {
+        // A spare connection to a peer we still reach another way (both
+        // sides connected at once) ending is not the peer's loss.
+        if !self.stopped.load(Ordering::SeqCst) && !peer_still_connected {
             self.peer_lost(&conn.peer, reason);
         }
     }
