@@ -29,7 +29,12 @@ class Worker(Actor):
         raise ValueError(f"boom on rank {current_rank().rank}")
 
     @endpoint
-    def die(self, how):
+    def die(self, how, stamp=None):
+        if stamp:
+            # When the proc died, on the clock the test reads (CLOCK_MONOTONIC
+            # is one clock for the whole machine).
+            with open(stamp, "w") as f:
+                f.write(repr(time.monotonic()))
         if how == "exit":
             os._exit(7)
         if how == "segv":
