@@ -9,6 +9,9 @@
 //! It reports each proc's exit and streams its stdout/stderr, line by
 //! line, to the controller that started it. Procs of a controller whose
 //! connection is lost are killed. SIGTERM/SIGINT: kill all procs, exit 0.
+//! `--tls-cert/--tls-key/--tls-ca` turn on mutual TLS for the agent and
+//! its procs (they become `MONARCH_TLS_*` in the environment the procs
+//! inherit; see `monarch_core::tls`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -33,12 +36,15 @@ pub struct Args {
     pub listen: String,
     pub advertise: Option<IpAddr>,
     pub secret_file: Option<String>,
+    /// `--tls-cert`, `--tls-key`, `--tls-ca` (in that order).
+    pub tls: [Option<String>; 3],
 }
 
 pub fn parse_args(args: &[String]) -> Result<Args, String> {
     let mut listen = None;
     let mut advertise = None;
     let mut secret_file = None;
+    let mut tls: [Option<String>; 3] = Default::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (key, inline) = match a.split_once('=') {
@@ -61,15 +67,38 @@ pub fn parse_args(args: &[String]) -> Result<Args, String> {
                 );
             }
             "--secret-file" => secret_file = Some(value("--secret-file")?),
+            "--tls-cert" => tls[0] = Some(value("--tls-cert")?),
+            "--tls-key" => tls[1] = Some(value("--tls-key")?),
+            "--tls-ca" => tls[2] = Some(value("--tls-ca")?),
             other => return Err(format!("unexpected argument '{other}'")),
         }
     }
     let listen = listen.ok_or("missing --listen ADDR")?;
+    if tls.iter().any(Option::is_some) && !tls.iter().all(Option::is_some) {
+        return Err("--tls-cert, --tls-key and --tls-ca go together".into());
+    }
     Ok(Args {
         listen,
         advertise,
         secret_file,
+        tls,
     })
+}
+
+/// Put the TLS flags into our environment (as absolute paths), so this
+/// process and the procs it starts use them; then check the configuration.
+fn setup_tls(args: &Args) -> Result<bool, String> {
+    use monarch_core::tls::{ENV_TLS_CA, ENV_TLS_CERT, ENV_TLS_KEY};
+    if let [Some(cert), Some(key), Some(ca)] = &args.tls {
+        for (var, path) in [(ENV_TLS_CERT, cert), (ENV_TLS_KEY, key), (ENV_TLS_CA, ca)] {
+            let abs = std::path::absolute(path).map_err(|e| format!("{path}: {e}"))?;
+            // Before any thread of ours starts (single-threaded here).
+            std::env::set_var(var, abs);
+        }
+    }
+    monarch_core::tls::global()
+        .map(|c| c.is_some())
+        .map_err(|e| e.to_string())
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -122,6 +151,13 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let tls = match setup_tls(args) {
+        Ok(on) => on,
+        Err(msg) => {
+            eprintln!("monarch host: {msg}");
+            return ExitCode::from(2);
+        }
+    };
     let listen = args.listen.strip_prefix("tcp:").unwrap_or(&args.listen);
     let sa: std::net::SocketAddr = match listen.parse() {
         Ok(sa) => sa,
@@ -164,7 +200,7 @@ pub fn run(args: &Args) -> ExitCode {
         let _ = writeln!(out, "MONARCH_HOST_READY {hostport}");
         let _ = out.flush();
     }
-    tracing::info!(addr = %rt.addr(), "host agent listening");
+    tracing::info!(addr = %rt.addr(), tls, "host agent listening");
     let agent = Agent {
         rt: rt.clone(),
         bind_ip: sa.ip(),

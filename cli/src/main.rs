@@ -75,6 +75,7 @@ const HOST_USAGE: &str = "\
 monarch host: run a host agent
 
 Usage: monarch host --listen IP:PORT [--advertise IP] [--secret-file PATH]
+                    [--tls-cert PEM --tls-key PEM --tls-ca PEM]
 
 Starts procs on this machine on behalf of controllers of the same job.
 Listens on TCP at IP:PORT (port 0: any free port); once listening, prints
@@ -86,6 +87,14 @@ and stderr are streamed to the controller that started them, and they are
 killed when that controller's connection is lost. SIGTERM or SIGINT: kill
 all procs and exit 0.
 
+TLS: with --tls-cert, --tls-key and --tls-ca (all three; or the variables
+MONARCH_TLS_CERT, MONARCH_TLS_KEY, MONARCH_TLS_CA), every TCP connection of
+the agent and of the procs it starts runs mutual TLS 1.3: each end presents
+its certificate and must present one signed by the CA. Plain-TCP peers are
+refused (and logged). The controller and every other agent of the job need
+a TLS configuration too (the same variables). The job-secret handshake still
+runs, inside TLS. Unix sockets between procs of one host stay plain.
+
 Options:
       --listen IP:PORT     Address to listen on (required)
       --advertise IP       Address other hosts use to reach this one
@@ -93,6 +102,9 @@ Options:
                            0.0.0.0 the source address of the default route)
       --secret-file PATH   Read the job secret from PATH instead of
                            MONARCH_JOB_TOKEN
+      --tls-cert PEM       This host's certificate chain (PEM file)
+      --tls-key PEM        Its private key (PEM file)
+      --tls-ca PEM         CA certificate(s) peers must be signed by
   -h, --help               Print help
 ";
 

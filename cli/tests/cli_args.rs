@@ -88,6 +88,9 @@ fn host_needs_listen_and_a_secret() {
     let o = monarch(&["host", "--help"]);
     assert!(o.status.success());
     assert!(stdout(&o).contains("MONARCH_HOST_READY"));
+    for word in ["--tls-cert", "--tls-key", "--tls-ca", "MONARCH_TLS_CA"] {
+        assert!(stdout(&o).contains(word), "host help lacks '{word}'");
+    }
 }
 
 #[test]

@@ -19,7 +19,9 @@
 //! cannot use (every session's acceptor nonce is fresh).
 //!
 //! This authenticates peers; it does not encrypt or integrity-protect the
-//! frames that follow (no TLS): see docs/hosts.md.
+//! frames that follow. That is what optional TLS on TCP links is for
+//! (`crate::tls`): with TLS this handshake runs inside the TLS session (a
+//! TLS failure surfaces here as [`AuthError::Tls`]). See docs/hosts.md.
 
 use std::io::{self, Read, Write};
 
@@ -37,13 +39,63 @@ const MAX_ID: usize = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error("i/o during handshake: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+    /// The TLS session under the handshake failed (see `crate::tls`).
+    #[error("{0}")]
+    Tls(String),
     #[error("peer is not a monarch endpoint (bad magic)")]
     BadMagic,
+    #[error(
+        "peer started a TLS handshake, but TLS is not configured here \
+         (set MONARCH_TLS_CERT, MONARCH_TLS_KEY and MONARCH_TLS_CA, or `monarch host --tls-*`)"
+    )]
+    UnexpectedTls,
+    #[error(
+        "peer answered with a TLS alert: it requires TLS, which is not configured here \
+         (set MONARCH_TLS_CERT, MONARCH_TLS_KEY and MONARCH_TLS_CA, or `monarch host --tls-*`)"
+    )]
+    PeerWantsTls,
     #[error("peer identity too long or not UTF-8")]
     BadIdentity,
     #[error("peer failed the challenge (wrong or missing job secret)")]
     BadMac,
+}
+
+impl From<io::Error> for AuthError {
+    fn from(e: io::Error) -> AuthError {
+        match crate::tls::describe(&e) {
+            Some(m) => AuthError::Tls(m),
+            None => AuthError::Io(e),
+        }
+    }
+}
+
+/// A TLS record header: content type (0x14..=0x17), version 3.x.
+fn looks_like_tls(b: &[u8]) -> bool {
+    b.len() >= 2 && (0x14..=0x17).contains(&b[0]) && b[1] == 0x03
+}
+
+/// Read and check the peer's magic; TLS bytes instead (a TLS alert is
+/// shorter than the magic, and the peer then hangs up) are `if_tls`.
+fn read_magic<R: Read>(r: &mut R, if_tls: AuthError) -> Result<(), AuthError> {
+    let mut magic = [0u8; 8];
+    let mut got = 0;
+    while got < magic.len() {
+        match r.read(&mut magic[got..]) {
+            Ok(0) if looks_like_tls(&magic[..got]) => return Err(if_tls),
+            Ok(0) => return Err(AuthError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if &magic == MAGIC {
+        Ok(())
+    } else if looks_like_tls(&magic) {
+        Err(if_tls)
+    } else {
+        Err(AuthError::BadMagic)
+    }
 }
 
 fn nonce() -> [u8; NONCE] {
@@ -110,11 +162,7 @@ pub fn connect_handshake<S: Read + Write>(
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&nc);
     s.write_all(&out)?;
-    let mut magic = [0u8; 8];
-    s.read_exact(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(AuthError::BadMagic);
-    }
+    read_magic(s, AuthError::PeerWantsTls)?;
     let mut na = [0u8; NONCE];
     s.read_exact(&mut na)?;
     let ida = read_id(s)?;
@@ -142,11 +190,7 @@ pub fn accept_handshake<S: Read + Write>(
     secret: &[u8],
     my_id: &str,
 ) -> Result<String, AuthError> {
-    let mut magic = [0u8; 8];
-    s.read_exact(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(AuthError::BadMagic);
-    }
+    read_magic(s, AuthError::UnexpectedTls)?;
     let mut nc = [0u8; NONCE];
     s.read_exact(&mut nc)?;
     let na = nonce();
@@ -204,6 +248,56 @@ mod tests {
         // The connector refuses the acceptor's proof first and hangs up.
         assert!(matches!(rc, Err(AuthError::BadMac)));
         assert!(ra.is_err());
+    }
+
+    /// One end with TLS, the other plain: (acceptor's error, connector's).
+    fn mixed(tls_acceptor: bool) -> (AuthError, AuthError) {
+        use crate::transport::Stream;
+        let (ca, leaves) = crate::tls::tests::test_pki(1);
+        let cfg = crate::tls::TlsConfig::from_pem(
+            leaves[0].0.as_bytes(),
+            leaves[0].1.as_bytes(),
+            ca.as_bytes(),
+        )
+        .unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (a, _) = l.accept().unwrap();
+        let t = std::time::Duration::from_secs(20);
+        a.set_read_timeout(Some(t)).unwrap();
+        c.set_read_timeout(Some(t)).unwrap();
+        let (mut a, mut c) = if tls_acceptor {
+            (Stream::tcp(a, Some(&cfg), true).unwrap(), Stream::Tcp(c))
+        } else {
+            (Stream::Tcp(a), Stream::tcp(c, Some(&cfg), false).unwrap())
+        };
+        let th = std::thread::spawn(move || {
+            let r = accept_handshake(&mut a, b"k", "acceptor");
+            drop(a); // hang up, as the runtime does
+            r
+        });
+        let rc = connect_handshake(&mut c, b"k", "connector");
+        (th.join().unwrap().unwrap_err(), rc.unwrap_err())
+    }
+
+    #[test]
+    fn plain_connector_meets_tls_acceptor() {
+        let (ea, ec) = mixed(true);
+        assert!(
+            matches!(&ea, AuthError::Tls(m) if m.contains("does not speak TLS")),
+            "{ea}"
+        );
+        assert!(matches!(ec, AuthError::PeerWantsTls), "{ec}");
+    }
+
+    #[test]
+    fn tls_connector_meets_plain_acceptor() {
+        let (ea, ec) = mixed(false);
+        assert!(matches!(ea, AuthError::UnexpectedTls), "{ea}");
+        assert!(
+            matches!(&ec, AuthError::Tls(m) if m.contains("handshake")),
+            "{ec}"
+        );
     }
 
     #[test]

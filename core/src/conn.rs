@@ -7,6 +7,10 @@
 //! A thread that is already spinning while it waits for that reply can read
 //! the socket itself and skip that wake-up. Frames are decoded and
 //! dispatched while the reader lock is held, so they are handled in order.
+//!
+//! A TCP stream inside TLS (`Stream::Tls`) takes the same paths, with its
+//! bytes encrypted and decrypted by `crate::tls` where the plain paths call
+//! `sendmsg` and `recv` (buffered frames are plaintext until flushed).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -48,10 +52,14 @@ struct Writer {
 
 impl Writer {
     fn send(&mut self, header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
-        let mut blocking = BlockingWriter {
-            s: &mut self.stream,
+        let r = if let Stream::Tls(t) = &self.stream {
+            write_frame_after(&mut TlsWriter(t), &self.pending, header, parts)
+        } else {
+            let mut blocking = BlockingWriter {
+                s: &mut self.stream,
+            };
+            write_frame_after(&mut blocking, &self.pending, header, parts)
         };
-        let r = write_frame_after(&mut blocking, &self.pending, header, parts);
         self.pending.clear();
         self.pending_since = None;
         r
@@ -166,6 +174,17 @@ impl Conn {
         if min_age.is_some_and(|a| since.elapsed() < a) {
             return Ok(true);
         }
+        if let Stream::Tls(t) = &w.stream {
+            // Buffered frames are encrypted once earlier ciphertext is out.
+            let (taken, more) = t.flush_tls(&w.pending)?;
+            if taken {
+                w.pending.clear();
+            }
+            if !more {
+                w.pending_since = None;
+            }
+            return Ok(more);
+        }
         let fd = w.stream.as_raw_fd();
         let mut sent = 0;
         let result = loop {
@@ -225,11 +244,27 @@ impl io::Write for BlockingWriter<'_> {
     }
 }
 
+/// Blocking writes of plaintext into a TLS session on a non-blocking
+/// socket (waits for socket space with the session unlocked).
+struct TlsWriter<'a>(&'a crate::tls::TlsStream);
+
+impl io::Write for TlsWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.send_plain(&[io::IoSlice::new(buf)], true)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.send_plain(bufs, true)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `sendmsg` with `MSG_NOSIGNAL`: writing to a peer that has gone away must
 /// be an error (EPIPE), not a SIGPIPE that kills a host program which left
 /// that signal at its default (C and C++ programs do; Rust and Python ignore
 /// it).
-fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
     // SAFETY: an all-zero msghdr is valid (no name, no control data).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     // IoSlice is guaranteed ABI-compatible with iovec on Unix.
@@ -292,7 +327,7 @@ impl FrameReader {
     pub fn drain(&mut self, on_frame: &mut dyn FnMut(Frame)) -> Result<usize, FrameError> {
         let mut frames = self.parse(on_frame)?;
         loop {
-            let (n, room) = self.read_some()?;
+            let (n, more) = self.read_some()?;
             if n == 0 {
                 return Ok(frames);
             }
@@ -300,15 +335,16 @@ impl FrameReader {
             // A short read took everything the socket had: skip the read
             // that would only say EAGAIN (one syscall per wake-up saved).
             // Anything arriving later makes the socket readable again.
-            if n < room {
+            if !more {
                 return Ok(frames);
             }
         }
     }
 
     /// One non-blocking read of at most `room` bytes; returns (bytes read,
-    /// room). Zero bytes means nothing available now.
-    fn read_some(&mut self) -> Result<(usize, usize), FrameError> {
+    /// whether more may be ready at once). Zero bytes means nothing
+    /// available now.
+    fn read_some(&mut self) -> Result<(usize, bool), FrameError> {
         // A large part with nothing buffered: read straight into it.
         if let Some(p) = &mut self.pending {
             let need = p.envelope.part_sizes[p.parts.len()] as usize - p.cur.len();
@@ -317,8 +353,7 @@ impl FrameReader {
                     p.cur.reserve_exact(need.min(1 << 28));
                 }
                 let room = (p.cur.capacity() - p.cur.len()).min(need);
-                let n = recv_into(&self.stream, &mut p.cur, room)?;
-                return Ok((n, room));
+                return recv_some(&self.stream, &mut p.cur, room);
             }
         }
         if self.pos == self.buf.len() {
@@ -332,7 +367,7 @@ impl FrameReader {
             self.buf.reserve(READ_CHUNK);
         }
         let room = self.buf.capacity() - self.buf.len();
-        Ok((recv_into(&self.stream, &mut self.buf, room)?, room))
+        recv_some(&self.stream, &mut self.buf, room)
     }
 
     fn parse(&mut self, on_frame: &mut dyn FnMut(Frame)) -> Result<usize, FrameError> {
@@ -394,6 +429,16 @@ impl FrameReader {
             });
             frames += 1;
         }
+    }
+}
+
+/// Non-blocking read of up to `room` bytes (plaintext) into `v`'s spare
+/// capacity; returns (bytes, whether more may be ready at once).
+#[inline]
+fn recv_some(s: &Stream, v: &mut Vec<u8>, room: usize) -> Result<(usize, bool), FrameError> {
+    match s {
+        Stream::Tls(t) => t.recv_plain(v, room),
+        _ => recv_into(s, v, room).map(|n| (n, n >= room)),
     }
 }
 
@@ -541,6 +586,128 @@ mod tests {
         assert!(!sender
             .write(&header(&[&big], "m4"), &[&big], Defer::Yes)
             .unwrap());
+    }
+
+    /// Both ends of a mutual-TLS TCP connection, authenticated as the
+    /// runtime does it (job-secret handshake inside TLS), as Conns.
+    fn tls_pair() -> (Conn, Conn) {
+        use crate::tls::TlsConfig;
+        use crate::transport::Stream;
+        let (ca, leaves) = crate::tls::tests::test_pki(2);
+        let cfg = |i: usize| {
+            TlsConfig::from_pem(
+                leaves[i].0.as_bytes(),
+                leaves[i].1.as_bytes(),
+                ca.as_bytes(),
+            )
+            .unwrap()
+        };
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let mut ss = Stream::tcp(s, Some(&cfg(0)), true).unwrap();
+        let mut cs = Stream::tcp(c, Some(&cfg(1)), false).unwrap();
+        for st in [&ss, &cs] {
+            st.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        }
+        let t = std::thread::spawn(move || {
+            crate::auth::accept_handshake(&mut ss, b"k", "server").unwrap();
+            ss
+        });
+        crate::auth::connect_handshake(&mut cs, b"k", "client").unwrap();
+        let ss = t.join().unwrap();
+        for st in [&ss, &cs] {
+            st.set_read_timeout(None).unwrap();
+        }
+        (
+            Conn::new("client".into(), ss, Vec::new()).unwrap(),
+            Conn::new("server".into(), cs, Vec::new()).unwrap(),
+        )
+    }
+
+    /// Read frames until `n` arrived, sleeping in poll between reads: a
+    /// frame left decrypted-but-unread inside the TLS session would never
+    /// make the socket readable again, and this fails instead of hanging.
+    fn read_frames(conn: &Conn, n: usize) -> Vec<Frame> {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let r = conn.reader.lock().unwrap().drain(&mut |f| got.push(f));
+            r.unwrap_or_else(|e| panic!("after {} frames: {e}", got.len()));
+            if got.len() == n {
+                break;
+            }
+            let mut p = libc::pollfd {
+                fd: conn.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut p, 1, 20_000) };
+            assert!(r > 0, "stuck after {} of {n} frames", got.len());
+        }
+        got
+    }
+
+    #[test]
+    fn tls_frames_arrive_in_order_both_ways_batched_or_not() {
+        let (a, b) = tls_pair();
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        const N: usize = 60;
+        let big = Arc::new(vec![5u8; 1 << 20]);
+        // Both ends send at once (each also reads on another thread), so
+        // one session is encrypting and decrypting concurrently, and
+        // writers wait for socket space while the peer is busy writing.
+        let send = |c: Arc<Conn>, big: Arc<Vec<u8>>| {
+            std::thread::spawn(move || {
+                for i in 0..N {
+                    let tag = format!("m{i}");
+                    let parts: Vec<&[u8]> = if i % 7 == 0 {
+                        vec![tag.as_bytes(), &big[..]]
+                    } else {
+                        vec![tag.as_bytes()]
+                    };
+                    let defer = if i % 3 == 0 { Defer::Yes } else { Defer::Never };
+                    c.write(&header(&parts, &tag), &parts, defer).unwrap();
+                    if i % 10 == 9 {
+                        while c.flush(None, true).unwrap() {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                }
+                while c.flush(None, true).unwrap() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        };
+        let ta = send(a.clone(), big.clone());
+        let tb = send(b.clone(), big.clone());
+        let rb = {
+            let b = b.clone();
+            std::thread::spawn(move || read_frames(&b, N))
+        };
+        let got_a = read_frames(&a, N);
+        let got_b = rb.join().unwrap();
+        ta.join().unwrap();
+        tb.join().unwrap();
+        for got in [got_a, got_b] {
+            assert_eq!(got.len(), N);
+            for (i, f) in got.iter().enumerate() {
+                assert_eq!(f.envelope.actor, format!("m{i}"));
+                if i % 7 == 0 {
+                    assert!(f.parts[1] == *big);
+                }
+            }
+        }
+        // Closing one end is a clean end for the other.
+        a.shutdown();
+        let mut end = None;
+        while end.is_none() {
+            match b.reader.lock().unwrap().drain(&mut |_| {}) {
+                Ok(_) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => end = Some(e),
+            }
+        }
+        assert!(matches!(end, Some(FrameError::Closed)), "{end:?}");
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! - [`value`]: gathered replies
 //! - [`transport`]: Unix and TCP sockets, addresses
 //! - [`auth`]: HMAC-SHA256 challenge-response on every connection
+//! - [`tls`]: optional TLS 1.3 (rustls) on TCP links
 //! - [`host`]: host meshes (procs started by host agents on other hosts)
 //! - [`logs`]: proc output streamed back to the controller
 //! - [`rdma`]: the data plane: registered buffers, one-sided read/write
@@ -36,6 +37,7 @@ pub mod process;
 pub mod rdma;
 pub mod runtime;
 pub mod supervision;
+pub mod tls;
 pub mod transport;
 pub mod value;
 pub mod wire;

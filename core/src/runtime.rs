@@ -378,6 +378,8 @@ impl Runtime {
         controller: Option<String>,
         dir: Option<SocketDir>,
     ) -> Result<Runtime> {
+        // A bad TLS configuration fails here, not at the first connection.
+        crate::tls::global()?;
         let (listener, addr) = match listen {
             Listen::Bind(addr) => Listener::bind(&addr)?,
             // SAFETY: the agent that started us handed this descriptor over

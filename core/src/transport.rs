@@ -6,6 +6,8 @@
 //! TCP sockets get `TCP_NODELAY` (small frames are the common case) and
 //! kernel keepalive with a user timeout, so a peer behind a cut link is
 //! noticed even on an idle connection (see [`tcp_timeout`]).
+//! When this process has a TLS configuration (`crate::tls`), every TCP
+//! stream it opens or accepts is a [`Stream::Tls`]; Unix sockets never are.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
@@ -15,6 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::tls::TlsStream;
 
 /// A parsed address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,11 +98,12 @@ pub fn same_host_path(my_addr: &str, peer: &str) -> Option<PathBuf> {
     (me.ip() == p.ip()).then(|| PathBuf::from(dir).join(format!("{}.sock", p.port())))
 }
 
-/// A connected stream of either kind.
+/// A connected stream of either kind (TCP with or without TLS).
 #[derive(Debug)]
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(TlsStream),
 }
 
 impl From<UnixStream> for Stream {
@@ -157,11 +161,26 @@ impl Stream {
         match Addr::parse(addr)? {
             Addr::Unix(p) => UnixStream::connect(p).map(Stream::Unix).map_err(fail),
             Addr::Tcp(sa) => {
+                let tls = crate::tls::global()?;
                 let s = TcpStream::connect_timeout(&sa, tcp_timeout()).map_err(fail)?;
                 tune_tcp(&s);
-                Ok(Stream::Tcp(s))
+                Stream::tcp(s, tls.as_deref(), false).map_err(fail)
             }
         }
+    }
+
+    /// A TCP stream, inside TLS when `tls` is given (`server`: we accepted
+    /// it). The TLS handshake runs on first use.
+    pub fn tcp(
+        s: TcpStream,
+        tls: Option<&crate::tls::TlsConfig>,
+        server: bool,
+    ) -> io::Result<Stream> {
+        Ok(match tls {
+            None => Stream::Tcp(s),
+            Some(cfg) if server => Stream::Tls(TlsStream::server(s, cfg)?),
+            Some(cfg) => Stream::Tls(TlsStream::client(s, cfg)?),
+        })
     }
 
     /// Connect to `addr`, over the same-host Unix socket of the proc when
@@ -179,6 +198,7 @@ impl Stream {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(s.try_clone()?),
         })
     }
 
@@ -186,6 +206,7 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_nonblocking(on),
             Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Tls(s) => s.tcp().set_nonblocking(on),
         }
     }
 
@@ -193,6 +214,7 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_read_timeout(t),
             Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.tcp().set_read_timeout(t),
         }
     }
 
@@ -200,6 +222,7 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_write_timeout(t),
             Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => s.tcp().set_write_timeout(t),
         }
     }
 
@@ -207,6 +230,7 @@ impl Stream {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => s.tcp().shutdown(Shutdown::Both),
         };
     }
 
@@ -218,6 +242,11 @@ impl Stream {
                 .peer_addr()
                 .map(|a| format!("tcp:{a}"))
                 .unwrap_or_else(|_| "tcp peer".into()),
+            Stream::Tls(s) => s
+                .tcp()
+                .peer_addr()
+                .map(|a| format!("tcp:{a} (TLS)"))
+                .unwrap_or_else(|_| "tcp peer (TLS)".into()),
         }
     }
 }
@@ -227,6 +256,7 @@ impl AsRawFd for Stream {
         match self {
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Tls(s) => s.as_raw_fd(),
         }
     }
 }
@@ -236,6 +266,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -245,10 +276,14 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -291,7 +326,9 @@ impl Listener {
             Listener::Tcp(l) => {
                 let (s, _) = l.accept()?;
                 tune_tcp(&s);
-                Ok(Stream::Tcp(s))
+                let tls = crate::tls::global()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                Stream::tcp(s, tls.as_deref(), true)
             }
         }
     }
