@@ -8,6 +8,8 @@
 //! token (`crate::auth`, the same handshake as control connections); then the client sends fixed 40-byte requests
 //! `[op u8][7 pad][id u64][key u64][offset u64][len u64]` (little-endian)
 //! and the owner answers `[0]` (ok) or `[1][u32 len][message]`.
+//! With a TLS configuration (`crate::tls`), TCP data connections run
+//! inside mutual TLS like control connections (abstract Unix sockets never).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -36,6 +38,21 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(crate::tls::TlsStream),
+}
+
+impl Stream {
+    /// An accepted (`server`) or opened TCP stream, inside TLS when this
+    /// process has a TLS configuration.
+    pub fn tcp(s: TcpStream, server: bool) -> io::Result<Stream> {
+        let tls =
+            crate::tls::global().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(match tls {
+            None => Stream::Tcp(s),
+            Some(cfg) if server => Stream::Tls(crate::tls::TlsStream::server(s, &cfg)?),
+            Some(cfg) => Stream::Tls(crate::tls::TlsStream::client(s, &cfg)?),
+        })
+    }
 }
 
 impl Read for Stream {
@@ -43,6 +60,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(b),
             Stream::Tcp(s) => s.read(b),
+            Stream::Tls(s) => s.read(b),
         }
     }
 }
@@ -52,10 +70,14 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(b),
             Stream::Tcp(s) => s.write(b),
+            Stream::Tls(s) => s.write(b),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -64,12 +86,14 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_read_timeout(t),
             Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.tcp().set_read_timeout(t),
         }
     }
     pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Unix(s) => s.set_write_timeout(t),
             Stream::Tcp(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => s.tcp().set_write_timeout(t),
         }
     }
 }
@@ -176,7 +200,7 @@ fn open(target: &str) -> io::Result<Stream> {
             match TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
                 Ok(s) => {
                     s.set_nodelay(true)?;
-                    return Ok(Stream::Tcp(s));
+                    return Stream::tcp(s, false);
                 }
                 Err(e) => last = e,
             }

@@ -68,7 +68,10 @@ pub fn start() -> std::io::Result<Server> {
                 match s {
                     Ok(s) => {
                         let _ = s.set_nodelay(true);
-                        serve(Stream::Tcp(s))
+                        match Stream::tcp(s, true) {
+                            Ok(s) => serve(s),
+                            Err(e) => tracing::warn!(error = %e, "rdma tcp connection refused"),
+                        }
                     }
                     Err(e) => tracing::warn!(error = %e, "rdma tcp accept failed"),
                 }
