@@ -562,8 +562,9 @@ monarch_status monarch_event_free(struct monarch_event *ev);
 monarch_status monarch_event_take_port(struct monarch_event *ev, uint8_t **out, size_t *out_len);
 
 // Open a port of this process. `once`: it takes one value, then closes.
-// Writes its receiver to `*out` (free with `monarch_port_receiver_free`,
-// which closes the port; values sent later are dropped).
+// Writes its receiver to `*out`; the caller owns it and frees it with
+// `monarch_port_receiver_free`, which closes the port (values sent later
+// are dropped).
 monarch_status monarch_port_open(struct monarch_runtime *rt,
                                  bool once,
                                  struct monarch_port_receiver **out);
@@ -583,7 +584,10 @@ monarch_status monarch_port_receiver_ref(struct monarch_port_receiver *rx,
 monarch_status monarch_port_receiver_recv(struct monarch_port_receiver *rx,
                                           struct monarch_future **out);
 
-// Free a port receiver; its port closes.
+// Free a port receiver; its port closes: values sent later are dropped,
+// and futures from `monarch_port_receiver_recv` still pending fail with
+// `MONARCH_ERR_STOPPED` (they stay valid to free). Futures already
+// complete keep their values.
 monarch_status monarch_port_receiver_free(struct monarch_port_receiver *rx);
 
 // Send a value (parts, borrowed for the call) to the port named by the
@@ -751,7 +755,9 @@ monarch_status monarch_rdma_buffer_backend(struct monarch_rdma_buffer *buf, cons
 // range outside the buffer or a dropped/unregistered buffer,
 // `MONARCH_ERR_PROC_FAILED` when the owner is dead or dies meanwhile.
 // `dst` stays the caller's and must remain valid and untouched until the
-// future completes. A range outside the buffer is refused at once.
+// future completes; freeing the future first does not stop the copy, so
+// wait for it (`monarch_future_wait`) before releasing `dst`. A range
+// outside the buffer is refused at once.
 monarch_status monarch_rdma_read_into(struct monarch_rdma_buffer *buf,
                                       uint64_t offset,
                                       uint8_t *dst,
@@ -761,7 +767,8 @@ monarch_status monarch_rdma_read_into(struct monarch_rdma_buffer *buf,
 // Start copying `len` bytes from `src` into the buffer at byte `offset`;
 // writes a future to `*out` (completes as for `monarch_rdma_read_into`).
 // `src` stays the caller's and must remain valid until the future
-// completes. Refused for a read-only buffer.
+// completes (as for `dst` above, wait for it before releasing `src`).
+// Refused for a read-only buffer.
 monarch_status monarch_rdma_write_from(struct monarch_rdma_buffer *buf,
                                        uint64_t offset,
                                        const uint8_t *src,

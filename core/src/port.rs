@@ -191,7 +191,8 @@ impl StreamPort {
 }
 
 /// The receiving end of a stream port of this proc. The port is closed
-/// (and later values to it dropped) when the receiver is dropped.
+/// (later values to it dropped, pending `recv` futures failed with
+/// `Stopped`) when the receiver is dropped.
 pub struct PortReceiver {
     rt: Runtime,
     id: u64,
@@ -228,6 +229,8 @@ impl PortReceiver {
 impl Drop for PortReceiver {
     fn drop(&mut self) {
         self.rt.close_stream(self.id);
+        // Futures still waiting for a value would otherwise never complete.
+        self.port.close("the port's receiver was freed");
     }
 }
 

@@ -1365,8 +1365,9 @@ fn port_ref(ptr: *const u8, len: usize) -> Result<PortRef, Fail> {
 }
 
 /// Open a port of this process. `once`: it takes one value, then closes.
-/// Writes its receiver to `*out` (free with `monarch_port_receiver_free`,
-/// which closes the port; values sent later are dropped).
+/// Writes its receiver to `*out`; the caller owns it and frees it with
+/// `monarch_port_receiver_free`, which closes the port (values sent later
+/// are dropped).
 #[no_mangle]
 pub unsafe extern "C" fn monarch_port_open(
     rt: *mut monarch_runtime,
@@ -1415,7 +1416,10 @@ pub unsafe extern "C" fn monarch_port_receiver_recv(
     })
 }
 
-/// Free a port receiver; its port closes.
+/// Free a port receiver; its port closes: values sent later are dropped,
+/// and futures from `monarch_port_receiver_recv` still pending fail with
+/// `MONARCH_ERR_STOPPED` (they stay valid to free). Futures already
+/// complete keep their values.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_port_receiver_free(
     rx: *mut monarch_port_receiver,

@@ -164,7 +164,9 @@ fn transfer(
 /// range outside the buffer or a dropped/unregistered buffer,
 /// `MONARCH_ERR_PROC_FAILED` when the owner is dead or dies meanwhile.
 /// `dst` stays the caller's and must remain valid and untouched until the
-/// future completes. A range outside the buffer is refused at once.
+/// future completes; freeing the future first does not stop the copy, so
+/// wait for it (`monarch_future_wait`) before releasing `dst`. A range
+/// outside the buffer is refused at once.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_read_into(
     buf: *mut monarch_rdma_buffer,
@@ -179,7 +181,8 @@ pub unsafe extern "C" fn monarch_rdma_read_into(
 /// Start copying `len` bytes from `src` into the buffer at byte `offset`;
 /// writes a future to `*out` (completes as for `monarch_rdma_read_into`).
 /// `src` stays the caller's and must remain valid until the future
-/// completes. Refused for a read-only buffer.
+/// completes (as for `dst` above, wait for it before releasing `src`).
+/// Refused for a read-only buffer.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_write_from(
     buf: *mut monarch_rdma_buffer,

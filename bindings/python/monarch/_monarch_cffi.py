@@ -9,4 +9,4 @@ ffi = _cffi_backend.FFI('monarch._monarch_cffi',
     _typenames = (b'\x00\x00\x01\xC0monarch_actor_mesh',b'\x00\x00\x01\xC1monarch_bytes',b'\x00\x00\x01\xC2monarch_event',b'\x00\x00\x01\xC3monarch_event_header',b'\x00\x00\x01\xC4monarch_future',b'\x00\x00\x01\xC5monarch_host_mesh',b'\x00\x00\x01\xC6monarch_point_info',b'\x00\x00\x01\xC7monarch_port_receiver',b'\x00\x00\x01\xC8monarch_proc_mesh',b'\x00\x00\x01\xC9monarch_rdma_buffer',b'\x00\x00\x01\xCAmonarch_runtime',b'\x00\x00\x01\xCBmonarch_slurm_job',b'\x00\x00\x01\xBEmonarch_status',b'\x00\x00\x01\xCCmonarch_value_mesh'),
 )
 
-HEADER_DIGEST = '44597-ae079608'
+HEADER_DIGEST = '45008-e4efd235'
