@@ -51,7 +51,7 @@ help:
 	@echo "make bench-cpp the C++ ping benchmark (benches/cpp_ping.cpp)"
 	@echo "make bench-hosts ping/broadcast: this host vs host agents over TCP (namespaced hosts need root)"
 	@echo "make bench-slurm time to a 2-node SLURM host mesh and a first reply (test cluster, root)"
-	@echo "make test-slurm the SLURM allocator tests on a test cluster on this machine (root; installs slurm-wlm munge if missing)"
+	@echo "make test-slurm the SLURM allocator tests (Rust, Python, C++) on a test cluster on this machine (root; installs slurm-wlm munge if missing)"
 	@echo "make slurm-up  start the test SLURM cluster (scripts/slurm/up.sh); make slurm-down stops it"
 	@echo "make clean     remove build outputs (cargo, Python build dirs)"
 	@echo "make distclean clean, and remove .venv"
@@ -147,12 +147,13 @@ slurm-down:
 # with-cluster.sh installs SLURM if missing, brings the cluster up, runs the
 # tests with SLURM_CONF and MONARCH_SLURM_TEST=1, fails if a job is left in
 # the queue, and stops the cluster whatever happened.
-test-slurm: venv build install
+test-slurm: venv build install cpp
 	scripts/slurm/with-cluster.sh $(MAKE) --no-print-directory slurm-tests
 
 slurm-tests:
 	$(CARGO) test $(CARGO_PROFILE) -p monarch-core --test slurm_alloc
 	$(VPY) -m pytest -q bindings/python/tests/test_slurm.py
+	timeout 300 $(CPP_BUILD)/tests/cpp_test slurm
 
 # ---------------------------------------------------------------- checks
 lint: venv check-cargo

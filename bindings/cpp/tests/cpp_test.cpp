@@ -19,7 +19,9 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 
 #include <poll.h>
 #include <signal.h>
@@ -69,6 +71,100 @@ bool contains(const std::string& s, const std::string& sub) {
 using namespace std::chrono_literals;
 using monarch::ActorError;
 using monarch::Error;
+
+// Actors of the ports / data-plane tests (they call libmonarch, so they
+// live here and not in test_actors.hpp, which the plugin shares).
+class Sender : public monarch::Actor {
+ public:
+  Sender() {
+    // Send n values (two parts each) to a port, then an error.
+    endpoint("send_n", [](monarch::Port p, std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) p.send(i * 10, std::string("v" + std::to_string(i)));
+      p.send_error("done after " + std::to_string(n));
+      return n;
+    });
+    // Deferred replies: answered by a later message, or by a thread.
+    endpoint("hold", [this](const monarch::Call& c) { held_ = monarch::defer_reply(c); });
+    endpoint("release", [this](std::int64_t v) {
+      held_.send(v);
+      return v;
+    });
+    endpoint("hold_thread", [this](const monarch::Call& c) {
+      monarch::Port p = monarch::defer_reply(c);
+      std::int64_t v = c.get<std::int64_t>(0);
+      if (thread_.joinable()) thread_.join();
+      thread_ = std::thread([p, v] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        p.send(v * 2);
+      });
+    });
+    endpoint("defer_then_throw", [](const monarch::Call& c) -> std::int64_t {
+      monarch::defer_reply(c);
+      throw std::runtime_error("failed after deferring");
+    });
+    endpoint("defer_twice", [](const monarch::Call& c) {
+      monarch::Port p = monarch::defer_reply(c);
+      try {
+        monarch::defer_reply(c);
+      } catch (const std::logic_error& e) {
+        p.send(std::string(e.what()));
+      }
+    });
+  }
+  ~Sender() override {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  monarch::Port held_;
+  std::thread thread_;
+};
+
+std::uint8_t pattern(std::size_t i, unsigned seed) {
+  return static_cast<std::uint8_t>((i * 131 + seed * 7 + (i >> 11)) & 0xff);
+}
+
+// Owns `n` bytes (a pattern) registered as an RDMA buffer.
+class Store : public monarch::Actor {
+ public:
+  explicit Store(const monarch::Call& args) : data_(args.get<std::uint64_t>(0)) {
+    bool read_only = args.size() > 1 && args.get<std::uint8_t>(1) != 0;
+    for (std::size_t i = 0; i < data_.size(); ++i) data_[i] = pattern(i, 1);
+    buf_ = monarch::RdmaBuffer::register_memory(
+        data_, read_only ? monarch::RdmaAccess::ReadOnly : monarch::RdmaAccess::ReadWrite);
+    endpoint("buffer", [this]() { return buf_.to_bytes(); });
+    endpoint("contents", [this]() { return data_; });
+    endpoint("registered", [this]() { return buf_.is_registered(); });
+    endpoint("drop", [this]() { buf_.drop(); });
+  }
+
+ private:
+  std::vector<std::uint8_t> data_;  // before buf_: unregistered first
+  monarch::RdmaBuffer buf_;
+};
+
+// Reads and writes other procs' buffers (handles rebuilt from descriptors).
+class Peer : public monarch::Actor {
+ public:
+  Peer() {
+    endpoint("pull", [](monarch::RdmaBuffer b) {
+      std::vector<std::uint8_t> dst(b.size());
+      b.read_into(dst).get(std::chrono::seconds(60));
+      return dst;
+    });
+    endpoint("push", [](monarch::RdmaBuffer b, std::vector<std::uint8_t> src, std::uint64_t at) {
+      return b.write_from(src, at).get(std::chrono::seconds(60));
+    });
+  }
+};
+
+}  // namespace
+
+MONARCH_ACTOR(Sender, "Sender");
+MONARCH_ACTOR(Store, "Store");
+MONARCH_ACTOR(Peer, "Peer");
+
+namespace {
 
 void test_lifecycle() {
   monarch::Runtime rt;
@@ -532,12 +628,349 @@ void test_python_actors() {
   procs.stop().get(30s);
 }
 
+
+void test_views() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"hosts", 2}, {"gpus", 3}});
+  auto echo = procs.spawn("e", "Echo");
+  // flatten: one dimension, rank r stays rank r.
+  auto flat = echo.flatten("all");
+  CHECK(flat.shape().labels() == std::vector<std::string>{"all"});
+  CHECK(flat.shape().sizes() == std::vector<std::uint64_t>{6});
+  CHECK(flat.call("rank").get(30s).values<std::uint64_t>() ==
+        (std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5}));
+  // rename, all at once (a swap).
+  auto swapped = echo.rename({{"hosts", "gpus"}, {"gpus", "hosts"}});
+  CHECK(swapped.shape().labels() == (std::vector<std::string>{"gpus", "hosts"}));
+  CHECK(swapped.call("labels").get(30s)[0].as<std::string>() == "gpus,hosts,");
+  // split, with one inferred size; views compose.
+  auto split = flat.split("all", {{"a", 3}, {"b", monarch::kInfer}});
+  CHECK(split.shape().labels() == (std::vector<std::string>{"a", "b"}));
+  CHECK(split.shape().sizes() == (std::vector<std::uint64_t>{3, 2}));
+  auto col = split.slice("b", 1);
+  CHECK(col.call("rank").get(30s).values<std::uint64_t>() == (std::vector<std::uint64_t>{0, 1, 2}));
+  // Proc meshes: the same views; spawning on one.
+  auto pflat = procs.flatten("p");
+  CHECK(pflat.shape().sizes() == std::vector<std::uint64_t>{6});
+  auto psplit = procs.split("gpus", {{"x", 1}, {"y", 3}});
+  CHECK(psplit.shape().labels() == (std::vector<std::string>{"hosts", "x", "y"}));
+  CHECK(procs.rename({{"gpus", "cpus"}}).shape().labels() ==
+        (std::vector<std::string>{"hosts", "cpus"}));
+  auto c = pflat.slice("p", 4, monarch::kEnd).spawn("c", "Counter", std::int64_t{2});
+  CHECK(c.call("get").get(30s).values<std::int64_t>() == std::vector<std::int64_t>(2, 2));
+  // Bad views throw with the library's message.
+  auto e = THROWS(Error, flat.split("all", {{"a", 4}, {"b", 2}}));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  e = THROWS(Error, echo.rename({{"hosts", "gpus"}}));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  e = THROWS(Error, procs.split("nope", {{"a", 1}}));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT && contains(e->what(), "nope"));
+  e = THROWS(Error, echo.slice("gpus", 1, 3).flatten("x"));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+}
+
+void test_ports() {
+  monarch::Runtime rt;
+  auto procs = rt.spawn_procs({{"procs", 3}});
+  auto senders = procs.spawn("s", "Sender");
+  auto s0 = senders.slice("procs", 0);
+  // A channel: the controller opens a port, an actor in another proc sends
+  // several values to it; they arrive in order, then the error.
+  auto rx = rt.open_port();
+  CHECK(s0.call_one("send_n", rx.port(), std::int64_t{5}).get(30s).item<std::int64_t>() == 5);
+  for (std::int64_t i = 0; i < 5; ++i) {
+    auto v = rx.recv().get(30s);
+    CHECK(v.size() == 1);
+    CHECK(v[0].size() == 2);
+    CHECK(v[0].as<std::int64_t>(0) == i * 10);
+    CHECK(v[0].as<std::string>(1) == "v" + std::to_string(i));
+  }
+  auto last = rx.recv().get(30s);
+  CHECK(!last[0].ok() && last[0].error() == "done after 5");
+  // Futures asked before the values come complete in order too.
+  std::vector<monarch::Future> pending;
+  for (int i = 0; i < 3; ++i) pending.push_back(rx.recv());
+  CHECK(!pending[0].ready());
+  senders.slice("procs", 2).call_one("send_n", rx.port(), std::int64_t{2}).get(30s);
+  CHECK(pending[0].get(30s).item<std::int64_t>() == 0);
+  CHECK(pending[1].get(30s).item<std::int64_t>() == 10);
+  CHECK(!pending[2].get(30s)[0].ok());
+  // The controller sends to its own port, and to a port made from bytes.
+  rx.port().send(std::int64_t{7});
+  monarch::Port copy(rx.port().bytes());
+  copy.send_parts({monarch::BytesView("raw"), monarch::BytesView()});
+  CHECK(rx.recv().get(30s).item<std::int64_t>() == 7);
+  auto raw = rx.recv().get(30s);
+  CHECK(raw[0].size() == 2 && raw[0].part(0).str() == "raw" && raw[0].part(1).size == 0);
+  // A once port closes after one value; later futures fail.
+  auto once = monarch::PortReceiver::open(true);
+  s0.call_one("send_n", once.port(), std::int64_t{3}).get(30s);
+  CHECK(once.recv().get(30s).item<std::int64_t>() == 0);
+  auto closed = THROWS(Error, once.recv().get(30s));
+  if (closed) CHECK(closed->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // Bad references are refused.
+  auto e = THROWS(Error, monarch::Port().send(std::int64_t{1}));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  e = THROWS(Error, monarch::Port(monarch::Bytes{1, 2, 3}).send_error("x"));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // ActorMesh::send: every actor's reply goes to a port.
+  auto echo = procs.spawn("e", "Echo");
+  auto replies = rt.open_port();
+  echo.send("rank", replies.port());
+  std::set<std::uint64_t> ranks;
+  for (int i = 0; i < 3; ++i) ranks.insert(replies.recv().get(30s).item<std::uint64_t>());
+  CHECK(ranks == (std::set<std::uint64_t>{0, 1, 2}));
+  echo.send_parts("echo", {monarch::BytesView("one")}, replies.port(), monarch::CallMode::Choose);
+  CHECK(replies.recv().get(30s)[0].part(0).str() == "one");
+  e = THROWS(Error, echo.send_parts("rank", monarch::Parts{}, replies.port(), monarch::CallMode::One));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // ActorMesh::stream: one reply per rank, in arrival order, then closed.
+  auto stream = echo.stream("rank");
+  ranks.clear();
+  for (int i = 0; i < 3; ++i) ranks.insert(stream.recv().get(30s).item<std::uint64_t>());
+  CHECK(ranks == (std::set<std::uint64_t>{0, 1, 2}));
+  closed = THROWS(Error, stream.recv().get(30s));
+  if (closed) CHECK(closed->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // A stream of a slice, with typed arguments; failing endpoints stream
+  // error points.
+  auto greet = echo.slice("procs", 1, 3).stream("greet", std::string("s"), std::int32_t{1});
+  for (int i = 0; i < 2; ++i) CHECK(greet.recv().get(30s).item<std::string>() == "hello s;");
+  auto fails = echo.stream("fail");
+  for (int i = 0; i < 3; ++i) {
+    auto v = fails.recv().get(30s);
+    CHECK(!v[0].ok() && contains(v[0].error(), "fail on rank"));
+  }
+  // Deferred replies: the caller's future completes when the actor sends
+  // to the reply port it took, from a later message or another thread.
+  auto held = s0.call_one("hold");
+  CHECK(!held.wait_for(200ms));
+  CHECK(s0.call_one("release", std::int64_t{42}).get(30s).item<std::int64_t>() == 42);
+  CHECK(held.get(30s).item<std::int64_t>() == 42);
+  CHECK(s0.call_one("hold_thread", std::int64_t{21}).get(30s).item<std::int64_t>() == 42);
+  auto all = senders.call("hold_thread", std::int64_t{5}).get(30s);
+  CHECK(all.values<std::int64_t>() == std::vector<std::int64_t>(3, 10));
+  auto thrown = s0.call_one("defer_then_throw").get(30s);
+  CHECK(!thrown[0].ok() && contains(thrown[0].error(), "failed after deferring"));
+  auto twice = s0.call_one("defer_twice").get(30s);
+  CHECK(contains(twice.item<std::string>(), "already taken"));
+  // The actors still answer ordinary calls.
+  CHECK(s0.call_one("send_n", rx.port(), std::int64_t{0}).get(30s).item<std::int64_t>() == 0);
+  // A future pending on a receiver that is then destroyed does not hang.
+  auto gone = rt.open_port();
+  auto orphan = gone.recv();
+  gone = monarch::PortReceiver();
+  CHECK(orphan.wait_for(30s));
+  THROWS(Error, orphan.get());
+  procs.stop().get(30s);
+}
+
+void test_rdma() {
+  monarch::Runtime rt;
+  std::cout << "default backend: " << monarch::default_rdma_backend() << "\n";
+  auto ib = monarch::ibverbs_status();
+  CHECK(ib.available || !ib.reason.empty());
+  auto procs = rt.spawn_procs({{"procs", 2}});
+  // An odd size over a few MiB: pieces, stripes and tails all matter.
+  const std::size_t n = (3u << 20) + 13;
+  auto store = procs.slice("procs", 0).spawn("store", "Store", std::uint64_t{n});
+  auto peer = procs.slice("procs", 1).spawn("peer", "Peer");
+  auto desc = store.call_one("buffer").get(30s).item<monarch::Bytes>();
+  // The controller (another proc) reads it, byte-exact.
+  auto buf = monarch::RdmaBuffer::from_bytes(desc);
+  CHECK(buf.size() == n);
+  CHECK(buf.is_registered());
+  std::vector<std::uint8_t> dst(n, 0);
+  std::string backend = buf.read_into(dst).get(60s);
+  std::cout << "controller read: " << backend << "\n";
+  CHECK(backend == buf.backend());
+  bool exact = true;
+  for (std::size_t i = 0; i < n; ++i) exact = exact && dst[i] == pattern(i, 1);
+  CHECK(exact);
+  // A range at an offset.
+  std::vector<std::uint8_t> tail(100);
+  buf.read_into(tail, n - 100).get(60s);
+  for (std::size_t i = 0; i < 100; ++i) exact = exact && tail[i] == pattern(n - 100 + i, 1);
+  CHECK(exact);
+  // The controller writes into it; the owner sees exactly that.
+  std::vector<std::uint8_t> src(70000);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = pattern(i, 2);
+  buf.write_from(src, 5000).get(60s);
+  auto contents = store.call_one("contents").get(30s).item<std::vector<std::uint8_t>>();
+  CHECK(contents.size() == n);
+  std::vector<std::uint8_t> expect(n);
+  for (std::size_t i = 0; i < n; ++i) expect[i] = pattern(i, 1);
+  std::copy(src.begin(), src.end(), expect.begin() + 5000);
+  CHECK(contents == expect);
+  // An actor in a third proc reads and writes it through the descriptor
+  // it got in a message.
+  CHECK(peer.call_one("pull", buf).get(60s).item<std::vector<std::uint8_t>>() == expect);
+  std::vector<std::uint8_t> head(4096, 0xab);
+  CHECK(!peer.call_one("push", buf, head, std::uint64_t{0}).get(60s).item<std::string>().empty());
+  std::copy(head.begin(), head.end(), expect.begin());
+  CHECK(store.call_one("contents").get(30s).item<std::vector<std::uint8_t>>() == expect);
+  // A Transfer destroyed before completing waits for it: the bytes are there.
+  std::vector<std::uint8_t> waited(n, 0);
+  { auto t = buf.read_into(waited); }
+  CHECK(waited == expect);
+  // Size mismatches throw monarch::Error with the sizes in the message.
+  std::vector<std::uint8_t> big(n + 1);
+  auto e = THROWS(Error, buf.read_into(big));
+  if (e) {
+    std::cout << "oversized read: " << e->what() << "\n";
+    CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+    CHECK(contains(e->what(), std::to_string(n)));
+  }
+  e = THROWS(Error, buf.write_from(src, n - 10));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  e = THROWS(Error, buf.read_into(nullptr, 10));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // A read-only buffer refuses writes.
+  auto ro = procs.slice("procs", 1).spawn("ro", "Store", std::uint64_t{64}, std::uint8_t{1});
+  auto robuf = monarch::RdmaBuffer::from_bytes(ro.call_one("buffer").get(30s).item<monarch::Bytes>());
+  std::vector<std::uint8_t> small(64);
+  robuf.read_into(small).get(60s);
+  CHECK(small[63] == pattern(63, 1));
+  THROWS(Error, robuf.write_from(small).get(60s));
+  // Malformed descriptors.
+  e = THROWS(Error, monarch::RdmaBuffer::from_bytes(monarch::BytesView("nope")));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // Use after drop: this handle refuses everything; the owner released it
+  // (one reader), so a fresh handle's transfers fail too.
+  buf.drop();
+  CHECK(!buf.is_registered());
+  e = THROWS(Error, buf.read_into(dst).get(60s));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS(Error, buf.to_bytes());
+  e = THROWS(Error, buf.drop());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  bool released = false;
+  for (int i = 0; i < 300 && !released; ++i) {
+    released = !store.call_one("registered").get(30s).item<bool>();
+    if (!released) std::this_thread::sleep_for(100ms);
+  }
+  CHECK(released);
+  auto again = monarch::RdmaBuffer::from_bytes(desc);
+  e = THROWS(Error, again.read_into(small).get(60s));
+  if (e) {
+    std::cout << "read of a released buffer: " << e->what() << "\n";
+    CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  }
+  // The owner drops its own buffer: readers are refused.
+  ro.call_one("drop").get(30s).check();
+  THROWS(Error, robuf.read_into(small).get(60s));
+  // Buffers this process owns: read in place; freed handles are rejected.
+  std::vector<std::uint64_t> mine{1, 2, 3, 4};
+  {
+    auto own = monarch::RdmaBuffer::register_memory(mine);
+    auto local = monarch::RdmaBuffer::from_bytes(own.to_bytes());
+    std::vector<std::uint64_t> out(4);
+    local.read_into(out).get(60s);
+    CHECK(out == mine);
+    monarch_rdma_buffer* rawb = local.release();
+    CHECK(monarch_rdma_buffer_free(rawb) == MONARCH_OK);
+    CHECK(monarch_rdma_buffer_free(rawb) == MONARCH_ERR_INVALID_HANDLE);
+    monarch::RdmaBuffer stale(rawb);
+    e = THROWS(Error, stale.size());
+    if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+    stale.release();
+    monarch::RdmaBuffer moved = std::move(own);
+    e = THROWS(Error, own.read_into(out));
+    if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+    CHECK(moved.is_registered());
+  }
+  e = THROWS(Error, monarch::RdmaBuffer::register_memory(nullptr, 0));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  procs.stop().get(30s);
+}
+
+void test_slurm() {
+  // Only on the SLURM test cluster (make test-slurm runs this with
+  // MONARCH_SLURM_TEST=1 inside scripts/slurm/with-cluster.sh).
+  if (setting("MONARCH_SLURM_TEST", "") != "1") {
+    std::cout << "slurm: skipped (needs the SLURM test cluster: make test-slurm)\n";
+    std::exit(kSkip);
+  }
+  monarch::Runtime rt;
+  monarch::SlurmOptions opts;
+  opts.nodes = 2;
+  opts.agent_argv = {MONARCH_CLI, "host", "--listen", "127.0.0.1:0"};
+  opts.timeout = 120s;
+  auto job = monarch::SlurmJob::start(rt, opts);
+  CHECK(!job.id().empty());
+  auto hosts = job.host_mesh();
+  CHECK(hosts.shape().labels() == std::vector<std::string>{"hosts"});
+  CHECK(hosts.shape().numel() == 2);
+  auto procs = hosts.spawn_procs({{"gpus", 2}});
+  CHECK(procs.shape().labels() == (std::vector<std::string>{"hosts", "gpus"}));
+  auto echo = procs.spawn("e", "Echo");
+  CHECK(echo.call("rank").get(60s).values<std::uint64_t>() ==
+        (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  CHECK(echo.slice("hosts", 1).call("labels").get(60s)[0].as<std::string>() == "gpus,");
+  procs.stop().get(60s);
+  job.stop();
+  job.stop();  // idempotent
+  // A refused allocation: srun's message in the Error.
+  opts.nodes = 3;
+  opts.timeout = 60s;
+  auto e = THROWS(Error, monarch::SlurmJob::start(rt, opts));
+  if (e) {
+    std::cout << "refused: " << e->what() << "\n";
+    CHECK(e->status() == MONARCH_ERR_PROC_FAILED);
+  }
+}
+
+void test_handles() {
+  // Handles of the newer types used after free (or never valid) are
+  // rejected: the wrappers throw Error(MONARCH_ERR_INVALID_HANDLE).
+  monarch::Runtime rt;
+  auto rx = rt.open_port();
+  monarch::PortReceiver moved = std::move(rx);
+  auto e = THROWS(Error, rx.recv());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  monarch_port_receiver* raw = moved.release();
+  CHECK(monarch_port_receiver_free(raw) == MONARCH_OK);
+  CHECK(monarch_port_receiver_free(raw) == MONARCH_ERR_INVALID_HANDLE);
+  monarch::PortReceiver stale(raw);
+  e = THROWS(Error, stale.port());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  stale.release();
+  // Wrong kind: a runtime passed as a port receiver.
+  monarch::PortReceiver wrong(reinterpret_cast<monarch_port_receiver*>(rt.handle()));
+  e = THROWS(Error, wrong.recv());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  wrong.release();
+  // RDMA buffers and SLURM jobs (none started: no cluster needed).
+  e = THROWS(Error, monarch::RdmaBuffer().size());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  e = THROWS(Error, monarch::SlurmJob().host_mesh());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  e = THROWS(Error, monarch::SlurmJob().id());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  e = THROWS(Error, monarch::SlurmJob().stop());
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  CHECK(monarch_slurm_job_free(reinterpret_cast<monarch_slurm_job*>(rt.handle())) ==
+        MONARCH_ERR_INVALID_HANDLE);
+  monarch::SlurmOptions none;  // no agent command: refused before srun runs
+  e = THROWS(Error, monarch::SlurmJob::start(rt, none));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT && contains(e->what(), "agent_argv"));
+  // Events: a freed event handle.
+  CHECK(monarch_event_take_port(nullptr, nullptr, nullptr) == MONARCH_ERR_INVALID_HANDLE);
+  // set_owner: the top level, and a bad handle.
+  rt.set_owner("");
+  CHECK(monarch_runtime_set_owner(nullptr, "") == MONARCH_ERR_INVALID_HANDLE);
+  // After shutdown, the process has no runtime: ports say so.
+  rt.shutdown();
+  e = THROWS(Error, monarch::PortReceiver::open());
+  if (e) CHECK(e->status() == MONARCH_ERR_STOPPED);
+}
+
 const std::map<std::string, std::function<void()>> tests = {
     {"lifecycle", test_lifecycle}, {"calls", test_calls},           {"slicing", test_slicing},
     {"errors", test_errors},       {"crash", test_crash},           {"after_free", test_after_free},
     {"local_actors", test_local_actors}, {"plugin", test_plugin},
     {"python_actors", test_python_actors},
-    {"hosts", test_hosts},
+    {"hosts", test_hosts},         {"views", test_views},           {"ports", test_ports},
+    {"rdma", test_rdma},           {"slurm", test_slurm},           {"handles", test_handles},
 };
 
 }  // namespace

@@ -309,7 +309,25 @@ class Call {
   /// The actor's key inside its proc.
   const std::string& actor() const { return actor_; }
 
+  /// Take over answering this message: returns the reference bytes of the
+  /// port its sender waits on (empty when nobody waits, e.g. a broadcast).
+  /// The endpoint's return value is then ignored; answer later, from any
+  /// thread or proc, by sending to that port (monarch::defer_reply and
+  /// monarch::Port in monarch.hpp). Only endpoints run by the worker loop
+  /// of monarch.hpp can defer; elsewhere (constructors, plugin actors)
+  /// this throws std::logic_error.
+  Bytes take_reply_port() const {
+    if (!take_port_)
+      throw std::logic_error(
+          "this reply cannot be deferred (only endpoints hosted by monarch.hpp's worker loop "
+          "can; constructors and plugin actors answer when they return)");
+    return take_port_();
+  }
+  /// Set by the host that can defer replies (monarch.hpp's ActorServer).
+  void set_reply_port_taker(std::function<Bytes()> f) { take_port_ = std::move(f); }
+
  private:
+  std::function<Bytes()> take_port_;
   std::vector<BytesView> parts_;
   std::uint64_t rank_ = 0;
   const std::uint8_t* shape_buf_ = nullptr;

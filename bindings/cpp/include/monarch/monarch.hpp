@@ -19,14 +19,19 @@
 // and the failure is pulled as a SupervisionEvent with
 // Runtime::next_supervision_event (docs/supervision.md).
 //
-// Not covered yet, because the C ABI lacks them: remote host meshes
-// (HostMesh is this machine only), zero-copy sends with a deleter.
+// Also here: ports and streams (PortReceiver, Port, ActorMesh::send /
+// stream, deferred replies), the data plane (RdmaBuffer, Transfer), SLURM
+// (SlurmJob), mesh views (flatten / rename / split). docs/c-abi.md lists
+// which class wraps each C function ("The C++ binding").
+//
+// Not covered, because the C ABI lacks it: zero-copy sends with a deleter.
 #ifndef MONARCH_HPP
 #define MONARCH_HPP
 
 #include <monarch.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -159,7 +164,45 @@ inline monarch_runtime*& adopted_runtime() {
   static monarch_runtime* rt = nullptr;
   return rt;
 }
+
+/// The runtime of this process (the C ABI allows one at a time), not owned:
+/// set while a monarch::Runtime lives or serve_if_worker serves. Atomic:
+/// actors' own threads read it.
+inline std::atomic<monarch_runtime*>& process_runtime() {
+  static std::atomic<monarch_runtime*> rt{nullptr};
+  return rt;
+}
+
+/// Take an owned `out`/`out_len` buffer as Bytes (and free it).
+template <class F>
+Bytes owned_bytes(F&& f) {
+  std::uint8_t* buf = nullptr;
+  std::size_t len = 0;
+  check(f(&buf, &len));
+  Bytes out(buf, buf + len);
+  monarch_buffer_free(buf, len);
+  return out;
+}
+
+inline std::vector<const char*> c_strs(const std::vector<std::string>& v) {
+  std::vector<const char*> out;
+  out.reserve(v.size());
+  for (auto& s : v) out.push_back(s.c_str());
+  return out;
+}
 }  // namespace detail
+
+/// The runtime of this process, not owned: the one a monarch::Runtime
+/// created (or, in a worker, the one serve_if_worker serves). Throws
+/// Error(MONARCH_ERR_STOPPED) when there is none. Ports, RDMA buffers and
+/// references rebuilt from bytes use it, so actor code can call them.
+inline monarch_runtime* current_runtime() {
+  monarch_runtime* rt = detail::process_runtime();
+  if (!rt)
+    throw Error(MONARCH_ERR_STOPPED,
+                "no monarch runtime in this process (create a monarch::Runtime first)");
+  return rt;
+}
 
 /// Status name ("TIMEOUT", ...) for messages.
 inline const char* status_name(monarch_status s) { return detail::status_name(s); }
@@ -369,6 +412,99 @@ class Future {
   detail::Handle<monarch_future, monarch_future_free> h_;
 };
 
+// ------------------------------------------------------------------ ports
+
+/// A reference to a port (opaque bytes, valid in any proc of the job):
+/// where values can be sent. Comes from PortReceiver::port(), from a
+/// deferred reply (defer_reply, Event::take_port), or from bytes received
+/// in a message. Passed as a call argument it is one part (its bytes).
+class Port {
+ public:
+  /// An empty reference (nobody to send to); sending to it throws.
+  Port() = default;
+  /// Adopt reference bytes (as made by PortReceiver::port().bytes()).
+  explicit Port(Bytes ref) : ref_(std::move(ref)) {}
+  const Bytes& bytes() const { return ref_; }
+  bool empty() const { return ref_.empty(); }
+
+  /// Send one value, each argument one part (through the process's runtime).
+  template <class... A>
+  void send(const A&... args) const {
+    Parts p;
+    p.reserve(sizeof...(A));
+    (p.push_back(encode(args)), ...);
+    send_parts(std::vector<BytesView>(p.begin(), p.end()));
+  }
+  /// Send one value made of raw parts (borrowed for the call).
+  void send_parts(const std::vector<BytesView>& parts) const {
+    auto c = detail::to_c(parts);
+    detail::check(monarch_port_send(current_runtime(), ref_.data(), ref_.size(), c.data(), c.size()));
+  }
+  /// Send an error: the receiver's point is an error with `message`.
+  void send_error(const std::string& message, const std::vector<BytesView>& parts = {}) const {
+    auto c = detail::to_c(parts);
+    detail::check(monarch_port_send_error(current_runtime(), ref_.data(), ref_.size(),
+                                          message.c_str(), c.data(), c.size()));
+  }
+
+ private:
+  Bytes ref_;
+};
+
+template <>
+struct Codec<Port> {
+  static Bytes encode(const Port& p) { return p.bytes(); }
+  static Port decode(BytesView b) { return Port(b.to_bytes()); }
+};
+
+/// Take over answering the message an endpoint is handling (C++ actors
+/// hosted by serve_if_worker / Runtime::serve_events): returns its reply
+/// port; the endpoint's return value is then ignored and the caller's
+/// future completes when something is sent to the port (from any thread,
+/// or any proc the port's bytes are handed to). Empty Port when nobody
+/// waits (broadcast). If the endpoint throws after deferring, the error
+/// is sent to the port. Throws std::logic_error in plugin actors.
+inline Port defer_reply(const Call& call) { return Port(call.take_reply_port()); }
+
+/// The receiving end of a port of this process (a channel opened with
+/// PortReceiver::open / Runtime::open_port, or the replies of
+/// ActorMesh::stream). Destroying it closes the port; values sent later
+/// are dropped.
+class PortReceiver {
+ public:
+  PortReceiver() = default;
+  explicit PortReceiver(monarch_port_receiver* rx) : h_(rx) {}
+
+  /// Open a port of this process (`once`: it takes one value, then closes).
+  static PortReceiver open(bool once = false) {
+    monarch_port_receiver* rx = nullptr;
+    detail::check(monarch_port_open(current_runtime(), once, &rx));
+    return PortReceiver(rx);
+  }
+  /// The reference senders use (send it to other procs in a message).
+  Port port() const {
+    auto* h = h_.get();
+    return Port(detail::owned_bytes(
+        [h](std::uint8_t** b, std::size_t* n) { return monarch_port_receiver_ref(h, b, n); }));
+  }
+  /// A future of the next value: a ValueMesh of one point (the value, or
+  /// the error that was sent). Futures complete in the order they were
+  /// asked for. Once the port is closed (a once port that delivered, a
+  /// stream whose every actor answered), taking the future throws
+  /// Error(MONARCH_ERR_INVALID_ARGUMENT).
+  Future recv() const {
+    monarch_future* f = nullptr;
+    detail::check(monarch_port_receiver_recv(h_.get(), &f));
+    return Future(f);
+  }
+
+  monarch_port_receiver* handle() const { return h_.get(); }
+  monarch_port_receiver* release() { return h_.release(); }
+
+ private:
+  detail::Handle<monarch_port_receiver, monarch_port_receiver_free> h_;
+};
+
 // ------------------------------------------------------------------ meshes
 
 /// How a call is answered (MONARCH_CALL_*).
@@ -381,6 +517,40 @@ enum class CallMode : std::uint32_t {
 
 /// `stop` for `slice(label, start, stop)` meaning "to the end".
 constexpr std::int64_t kEnd = MONARCH_SLICE_END;
+/// A size for `split` meaning "infer it from the dimension and the others".
+constexpr std::size_t kInfer = MONARCH_SPLIT_INFER;
+
+/// Named dimensions and sizes of a mesh to create, e.g. {{"hosts", 2}, {"gpus", 4}}.
+using Dims = std::vector<std::pair<std::string, std::size_t>>;
+/// Dimension renames for `rename`: {{"from", "to"}, ...}.
+using Renames = std::vector<std::pair<std::string, std::string>>;
+
+namespace detail {
+// The C arrays of `rename` / `split`, and the call.
+template <class H, class F>
+H* renamed(const Renames& names, F&& f) {
+  std::vector<const char*> from, to;
+  for (auto& n : names) {
+    from.push_back(n.first.c_str());
+    to.push_back(n.second.c_str());
+  }
+  H* out = nullptr;
+  check(f(from.data(), to.data(), names.size(), &out));
+  return out;
+}
+template <class H, class F>
+H* split_into(const Dims& dims, F&& f) {
+  std::vector<const char*> names;
+  std::vector<std::size_t> sizes;
+  for (auto& d : dims) {
+    names.push_back(d.first.c_str());
+    sizes.push_back(d.second);
+  }
+  H* out = nullptr;
+  check(f(names.data(), sizes.data(), dims.size(), &out));
+  return out;
+}
+}  // namespace detail
 
 class Runtime;
 
@@ -407,6 +577,29 @@ class ActorMesh {
     detail::check(
         monarch_actor_mesh_slice_range(h_.get(), label.c_str(), start, stop, step, &out));
     return ActorMesh(out);
+  }
+
+  /// Merge every dimension into one named `label`, row-major (rank r stays
+  /// rank r). Needs evenly spaced points (see docs/c-abi.md "Mesh geometry").
+  ActorMesh flatten(const std::string& label) const {
+    monarch_actor_mesh* out = nullptr;
+    detail::check(monarch_actor_mesh_flatten(h_.get(), label.c_str(), &out));
+    return ActorMesh(out);
+  }
+  /// Rename dimensions, all at once (so two can swap names).
+  ActorMesh rename(const Renames& names) const {
+    auto* h = h_.get();
+    return ActorMesh(detail::renamed<monarch_actor_mesh>(names, [h](auto... a) {
+      return monarch_actor_mesh_rename(h, a...);
+    }));
+  }
+  /// Replace dimension `label`, in place, by `dims` (outermost first); one
+  /// size may be kInfer. Ranks are unchanged.
+  ActorMesh split(const std::string& label, const Dims& dims) const {
+    auto* h = h_.get();
+    return ActorMesh(detail::split_into<monarch_actor_mesh>(dims, [h, &label](auto... a) {
+      return monarch_actor_mesh_split(h, label.c_str(), a...);
+    }));
   }
 
   /// Call `method` on every actor; each argument is one part.
@@ -443,6 +636,43 @@ class ActorMesh {
                     CallMode mode = CallMode::All) const {
     return call_parts(method, std::vector<BytesView>(parts.begin(), parts.end()), mode);
   }
+  /// Call `method` on every actor with the replies sent to `port` instead
+  /// of a future (point r of the mesh answers to slot r); each argument
+  /// is one part.
+  template <class... A>
+  void send(const std::string& method, const Port& port, const A&... args) const {
+    send_parts(method, encode_all(args...), port, CallMode::All);
+  }
+  /// As send, with raw parts; `mode` is CallMode::All or CallMode::Choose
+  /// (one actor chosen by the runtime answers).
+  void send_parts(const std::string& method, const std::vector<BytesView>& parts, const Port& port,
+                  CallMode mode = CallMode::All) const {
+    auto c = detail::to_c(parts);
+    detail::check(monarch_actor_mesh_send(h_.get(), method.c_str(), c.data(), c.size(),
+                                          port.bytes().data(), port.bytes().size(),
+                                          static_cast<std::uint32_t>(mode)));
+  }
+  void send_parts(const std::string& method, const Parts& parts, const Port& port,
+                  CallMode mode = CallMode::All) const {
+    send_parts(method, std::vector<BytesView>(parts.begin(), parts.end()), port, mode);
+  }
+  /// Call `method` on every actor and stream the replies: each recv() of
+  /// the receiver yields one reply (a one-point ValueMesh) in the order
+  /// they arrive, one per actor (an actor whose proc is lost yields an
+  /// error point); after the last, the port is closed.
+  template <class... A>
+  PortReceiver stream(const std::string& method, const A&... args) const {
+    return stream_parts(method, encode_all(args...));
+  }
+  PortReceiver stream_parts(const std::string& method, const std::vector<BytesView>& parts) const {
+    auto c = detail::to_c(parts);
+    monarch_port_receiver* rx = nullptr;
+    detail::check(monarch_actor_mesh_stream(h_.get(), method.c_str(), c.data(), c.size(), &rx));
+    return PortReceiver(rx);
+  }
+  PortReceiver stream_parts(const std::string& method, const Parts& parts) const {
+    return stream_parts(method, std::vector<BytesView>(parts.begin(), parts.end()));
+  }
   /// Stop the actors (their procs keep running).
   Future stop() const {
     monarch_future* f = nullptr;
@@ -451,14 +681,18 @@ class ActorMesh {
   }
   /// A serialized reference, to send to other procs (see from_ref).
   Bytes to_ref() const {
-    std::uint8_t* buf = nullptr;
-    std::size_t len = 0;
-    detail::check(monarch_actor_mesh_to_ref(h_.get(), &buf, &len));
-    Bytes out(buf, buf + len);
-    monarch_buffer_free(buf, len);
-    return out;
+    auto* h = h_.get();
+    return detail::owned_bytes(
+        [h](std::uint8_t** b, std::size_t* n) { return monarch_actor_mesh_to_ref(h, b, n); });
   }
   static ActorMesh from_ref(const Runtime& rt, BytesView ref);
+  /// Rebuild from to_ref() bytes with the process's runtime (e.g. in an
+  /// actor that received a mesh reference in a message).
+  static ActorMesh from_ref(BytesView ref) {
+    monarch_actor_mesh* am = nullptr;
+    detail::check(monarch_actor_mesh_from_ref(current_runtime(), ref.data, ref.size, &am));
+    return ActorMesh(am);
+  }
 
   monarch_actor_mesh* handle() const { return h_.get(); }
   monarch_actor_mesh* release() { return h_.release(); }
@@ -497,6 +731,29 @@ class ProcMesh {
     return ProcMesh(out);
   }
 
+  /// Merge every dimension into one named `label`, row-major (rank r stays
+  /// rank r). Needs evenly spaced points (see docs/c-abi.md "Mesh geometry").
+  ProcMesh flatten(const std::string& label) const {
+    monarch_proc_mesh* out = nullptr;
+    detail::check(monarch_proc_mesh_flatten(h_.get(), label.c_str(), &out));
+    return ProcMesh(out);
+  }
+  /// Rename dimensions, all at once (so two can swap names).
+  ProcMesh rename(const Renames& names) const {
+    auto* h = h_.get();
+    return ProcMesh(detail::renamed<monarch_proc_mesh>(names, [h](auto... a) {
+      return monarch_proc_mesh_rename(h, a...);
+    }));
+  }
+  /// Replace dimension `label`, in place, by `dims` (outermost first); one
+  /// size may be kInfer. Ranks are unchanged.
+  ProcMesh split(const std::string& label, const Dims& dims) const {
+    auto* h = h_.get();
+    return ProcMesh(detail::split_into<monarch_proc_mesh>(dims, [h, &label](auto... a) {
+      return monarch_proc_mesh_split(h, label.c_str(), a...);
+    }));
+  }
+
   /// Spawn actor `name` of `type` on every proc and return the mesh with
   /// the future of the constructors' outcomes (does not wait).
   std::pair<ActorMesh, Future> spawn_async(const std::string& name, const std::string& type,
@@ -531,9 +788,6 @@ class ProcMesh {
  private:
   detail::Handle<monarch_proc_mesh, monarch_proc_mesh_free> h_;
 };
-
-/// Named dimensions and sizes of a mesh to create, e.g. {{"hosts", 2}, {"gpus", 4}}.
-using Dims = std::vector<std::pair<std::string, std::size_t>>;
 
 /// Options of Runtime::spawn_procs.
 struct ProcOptions {
@@ -589,6 +843,18 @@ class Event {
   void reply_error(const std::string& message) {
     detail::check(monarch_event_reply_error(h_.get(), message.c_str(), nullptr, 0));
   }
+  /// Take over answering (monarch_event_take_port): the reply port its
+  /// sender waits on, or std::nullopt when nobody waits. The event then
+  /// counts as answered; send the answer to the port later.
+  std::optional<Port> take_port() {
+    std::uint8_t* buf = nullptr;
+    std::size_t len = 0;
+    detail::check(monarch_event_take_port(h_.get(), &buf, &len));
+    if (!buf) return std::nullopt;
+    Bytes ref(buf, buf + len);
+    monarch_buffer_free(buf, len);
+    return Port(std::move(ref));
+  }
   monarch_event* handle() const { return h_.get(); }
 
  private:
@@ -610,14 +876,25 @@ class ActorServer {
     Parts out;
     std::string error;
     bool failed = false;
+    // Set when the endpoint took the reply port (defer_reply).
+    std::optional<Port> deferred;
+    bool taken = false;
     try {
       switch (kind) {
         case MONARCH_EVENT_SPAWN:
           host_.spawn(ev.actor(), ev.type_name(), ev.call());
           break;
-        case MONARCH_EVENT_MESSAGE:
-          out = host_.message(ev.actor(), ev.call());
+        case MONARCH_EVENT_MESSAGE: {
+          Call call = ev.call();
+          call.set_reply_port_taker([&ev, &deferred, &taken]() -> Bytes {
+            if (taken) throw std::logic_error("the reply port was already taken");
+            deferred = ev.take_port();
+            taken = true;
+            return deferred ? deferred->bytes() : Bytes{};
+          });
+          out = host_.message(ev.actor(), call);
           break;
+        }
         case MONARCH_EVENT_STOP_ACTOR:
           host_.stop(ev.actor());
           break;
@@ -631,7 +908,17 @@ class ActorServer {
       failed = true;
       error = "unknown C++ exception";
     }
-    if (ev.wants_reply()) {
+    if (taken) {
+      // The endpoint answers through the port; an error after deferring
+      // goes there too, so the caller does not wait forever.
+      if (failed && deferred) {
+        try {
+          deferred->send_error(error);
+        } catch (const std::exception& e) {
+          std::cerr << "monarch: cannot send the error of a deferred reply: " << e.what() << "\n";
+        }
+      }
+    } else if (ev.wants_reply()) {
       if (failed)
         ev.reply_error(error);
       else
@@ -785,9 +1072,20 @@ class Runtime {
     monarch_runtime* rt = std::exchange(detail::adopted_runtime(), nullptr);
     if (!rt) detail::check(monarch_runtime_new(&rt));
     h_ = Handle(rt);
+    detail::process_runtime() = rt;
   }
   Runtime(Runtime&&) = default;
-  Runtime& operator=(Runtime&&) = default;
+  Runtime& operator=(Runtime&& o) noexcept {
+    if (this != &o) {
+      shutdown();
+      h_ = std::move(o.h_);
+      server_ = std::move(o.server_);
+    }
+    return *this;
+  }
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  ~Runtime() { shutdown(); }
 
   bool is_worker() const {
     bool w = false;
@@ -865,7 +1163,28 @@ class Runtime {
 
   monarch_runtime* handle() const { return h_.get(); }
   /// Shut down now (as the destructor does).
-  void shutdown() { h_.reset(); }
+  void shutdown() {
+    if (h_) {
+      monarch_runtime* mine = h_.get();
+      detail::process_runtime().compare_exchange_strong(mine, nullptr);
+    }
+    h_.reset();
+  }
+
+  /// Make actor `actor_key` (as in Call::actor(); "" = this process's top
+  /// level) the owner of the meshes this thread spawns from now on: their
+  /// failures go to that actor. The worker loop sets this itself while an
+  /// event is handled; call it only when an actor's code runs on a thread
+  /// of its own, right before spawning.
+  void set_owner(const std::string& actor_key) const {
+    detail::check(monarch_runtime_set_owner(h_.get(), actor_key.c_str()));
+  }
+  /// Open a port of this process (see PortReceiver::open).
+  PortReceiver open_port(bool once = false) const {
+    monarch_port_receiver* rx = nullptr;
+    detail::check(monarch_port_open(h_.get(), once, &rx));
+    return PortReceiver(rx);
+  }
 
  private:
   using Handle = detail::Handle<monarch_runtime, monarch_runtime_free>;
@@ -918,6 +1237,7 @@ class HostMesh {
   ProcMesh spawn_procs(const Dims& dims, const ProcOptions& opts = {}) const;
 
  private:
+  friend class SlurmJob;
   explicit HostMesh(const Runtime& rt) : rt_(&rt) {}
   HostMesh(const Runtime* rt, monarch_host_mesh* h) : rt_(rt), h_(h) {}
   monarch_host_mesh* attached() const {
@@ -945,6 +1265,250 @@ inline ProcMesh HostMesh::spawn_procs(const Dims& dims, const ProcOptions& opts)
   });
 }
 
+// ------------------------------------------------------------- data plane
+
+/// An RDMA transfer in flight (RdmaBuffer::read_into / write_from). The
+/// local memory it reads or writes must stay valid until it completes;
+/// destroying a Transfer first waits for it to end (transfers always end:
+/// their I/O is bounded by the data plane's stall timeout), so a Transfer
+/// declared after its memory cannot outlive it.
+class Transfer {
+ public:
+  Transfer() = default;
+  explicit Transfer(monarch_future* f) : f_(f) {}
+  Transfer(Transfer&&) = default;
+  Transfer& operator=(Transfer&& o) noexcept {
+    if (this != &o) {
+      finish();
+      f_ = std::move(o.f_);
+    }
+    return *this;
+  }
+  ~Transfer() { finish(); }
+
+  bool ready() const { return f_.ready(); }
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) const {
+    return f_.wait_for(d);
+  }
+  /// Wait for the end; returns the backend used ("same_host", "tcp", ...).
+  /// Throws Error for a failed transfer (MONARCH_ERR_INVALID_ARGUMENT: a
+  /// dropped buffer; MONARCH_ERR_PROC_FAILED: its owner died).
+  std::string get() { return backend(f_.get()); }
+  /// As get(), throwing Error(MONARCH_ERR_TIMEOUT) after `d` (the transfer
+  /// goes on; get() again later).
+  template <class Rep, class Period>
+  std::string get(std::chrono::duration<Rep, Period> d) {
+    return backend(f_.get(d));
+  }
+  monarch_future* handle() const { return f_.handle(); }
+
+ private:
+  static std::string backend(const ValueMesh& vm) {
+    vm.check();
+    return std::string(vm[0].part(0).str());
+  }
+  void finish() noexcept {
+    if (f_.handle()) monarch_future_wait(f_.handle(), -1);
+  }
+  Future f_;
+};
+
+/// Access peers get to a registered buffer.
+enum class RdmaAccess : std::uint32_t {
+  ReadWrite = 0,
+  ReadOnly = MONARCH_RDMA_READ_ONLY,
+};
+
+/// A registered memory buffer other procs read and write one-sided (see
+/// docs/data-plane.md), or a handle on another proc's buffer rebuilt from
+/// its descriptor bytes. Passed as a call argument (or returned from an
+/// endpoint) it is one part: its descriptor. Destroying the owner's
+/// RdmaBuffer unregisters the buffer (waiting for transfers in progress),
+/// after which its memory may be released: declare the memory before the
+/// RdmaBuffer that registers it. Destroying any other handle releases
+/// nothing at the owner (drop() does).
+class RdmaBuffer {
+ public:
+  RdmaBuffer() = default;
+  explicit RdmaBuffer(monarch_rdma_buffer* b) : h_(b) {}
+
+  /// Register `len` (> 0) bytes at `ptr` (owned by the caller, valid until
+  /// this buffer is dropped or destroyed) with the process's runtime.
+  /// `readers`: how many remote drops release it (1: the usual single
+  /// reference; N: handed to N receivers that each drop once).
+  static RdmaBuffer register_memory(void* ptr, std::size_t len,
+                                    RdmaAccess access = RdmaAccess::ReadWrite,
+                                    std::uint32_t readers = 1) {
+    monarch_rdma_buffer* b = nullptr;
+    detail::check(monarch_rdma_register(current_runtime(), static_cast<std::uint8_t*>(ptr), len,
+                                        static_cast<std::uint32_t>(access), readers, &b));
+    return RdmaBuffer(b);
+  }
+  /// Register the elements of `v` (which must not be resized or destroyed
+  /// while registered).
+  template <class T>
+  static RdmaBuffer register_memory(std::vector<T>& v, RdmaAccess access = RdmaAccess::ReadWrite,
+                                    std::uint32_t readers = 1) {
+    static_assert(std::is_trivially_copyable_v<T>, "RDMA buffers hold trivially copyable elements");
+    return register_memory(v.data(), v.size() * sizeof(T), access, readers);
+  }
+  /// A handle on the buffer named by descriptor bytes (to_bytes(), made in
+  /// any proc of the job). Malformed bytes throw MONARCH_ERR_INVALID_ARGUMENT.
+  static RdmaBuffer from_bytes(BytesView desc) {
+    monarch_rdma_buffer* b = nullptr;
+    detail::check(monarch_rdma_buffer_from_bytes(current_runtime(), desc.data, desc.size, &b));
+    return RdmaBuffer(b);
+  }
+  /// The descriptor (owner, id, size, how to reach it) to send in a message.
+  Bytes to_bytes() const {
+    auto* h = h_.get();
+    return detail::owned_bytes(
+        [h](std::uint8_t** b, std::size_t* n) { return monarch_rdma_buffer_to_bytes(h, b, n); });
+  }
+  std::uint64_t size() const {
+    std::uint64_t n = 0;
+    detail::check(monarch_rdma_buffer_size(h_.get(), &n));
+    return n;
+  }
+  /// The backend transfers on this handle use ("same_host", "tcp", "ibverbs").
+  std::string backend() const {
+    const char* b = nullptr;
+    detail::check(monarch_rdma_buffer_backend(h_.get(), &b));
+    return b ? b : "";
+  }
+  /// Owner's handle: still registered; other handles: not dropped.
+  bool is_registered() const {
+    bool r = false;
+    detail::check(monarch_rdma_buffer_is_registered(h_.get(), &r));
+    return r;
+  }
+  /// Copy `len` bytes of the buffer, from byte `offset`, into `dst`. A
+  /// range outside the buffer throws Error(MONARCH_ERR_INVALID_ARGUMENT).
+  Transfer read_into(void* dst, std::size_t len, std::uint64_t offset = 0) const {
+    monarch_future* f = nullptr;
+    detail::check(monarch_rdma_read_into(h_.get(), offset, static_cast<std::uint8_t*>(dst), len, &f));
+    return Transfer(f);
+  }
+  /// Fill all of `dst` from the buffer's bytes at `offset`.
+  template <class T>
+  Transfer read_into(std::vector<T>& dst, std::uint64_t offset = 0) const {
+    static_assert(std::is_trivially_copyable_v<T>, "RDMA transfers copy trivially copyable elements");
+    return read_into(dst.data(), dst.size() * sizeof(T), offset);
+  }
+  /// Copy `len` bytes from `src` into the buffer at `offset` (refused for a
+  /// read-only buffer or a range outside it).
+  Transfer write_from(const void* src, std::size_t len, std::uint64_t offset = 0) const {
+    monarch_future* f = nullptr;
+    detail::check(
+        monarch_rdma_write_from(h_.get(), offset, static_cast<const std::uint8_t*>(src), len, &f));
+    return Transfer(f);
+  }
+  template <class T>
+  Transfer write_from(const std::vector<T>& src, std::uint64_t offset = 0) const {
+    static_assert(std::is_trivially_copyable_v<T>, "RDMA transfers copy trivially copyable elements");
+    return write_from(src.data(), src.size() * sizeof(T), offset);
+  }
+  /// Release the buffer: the owner's handle unregisters it (waiting for
+  /// transfers in progress); another handle asks the owner to release one
+  /// reference. Every later use of this object throws.
+  void drop() { detail::check(monarch_rdma_buffer_drop(h_.get())); }
+
+  monarch_rdma_buffer* handle() const { return h_.get(); }
+  monarch_rdma_buffer* release() { return h_.release(); }
+
+ private:
+  detail::Handle<monarch_rdma_buffer, monarch_rdma_buffer_free> h_;
+};
+
+template <>
+struct Codec<RdmaBuffer> {
+  static Bytes encode(const RdmaBuffer& b) { return b.to_bytes(); }
+  static RdmaBuffer decode(BytesView b) { return RdmaBuffer::from_bytes(b); }
+};
+
+/// The backend a transfer with a proc on this host uses by default
+/// (MONARCH_RDMA_BACKEND forces one; a bad value throws).
+inline std::string default_rdma_backend() {
+  const char* b = nullptr;
+  detail::check(monarch_rdma_default_backend(&b));
+  return b ? b : "";
+}
+
+/// Whether the ibverbs backend can be used, and why not.
+struct IbverbsStatus {
+  bool available = false;
+  std::string reason;
+};
+inline IbverbsStatus ibverbs_status() {
+  bool a = false;
+  const char* r = nullptr;
+  detail::check(monarch_rdma_ibverbs_status(&a, &r));
+  return IbverbsStatus{a, r ? r : ""};
+}
+
+// ------------------------------------------------------------------ SLURM
+
+/// Options of SlurmJob::start (see monarch_slurm_job_start, docs/slurm.md).
+struct SlurmOptions {
+  /// Nodes: 0 = every node of the current allocation (SLURM_JOB_ID set);
+  /// outside an allocation, srun asks for a new one of this many (> 0).
+  std::size_t nodes = 0;
+  /// The agent command, valid on every node, e.g.
+  /// {"/path/to/monarch", "host", "--listen", "0.0.0.0:0"} (required).
+  std::vector<std::string> agent_argv;
+  /// More srun options, e.g. "--partition=gpu", "--time=10".
+  std::vector<std::string> srun_args;
+  /// Bound on the wait for every agent, queueing included (< 0: 300 s).
+  std::chrono::milliseconds timeout{-1};
+};
+
+/// A SLURM job step running one `monarch host` agent per node, attached as
+/// a host mesh. Destroying it (or stop()) stops the agents, their procs
+/// and the step (and the allocation srun made).
+class SlurmJob {
+ public:
+  SlurmJob() = default;
+  /// Run srun and wait until every agent is ready and attached. Throws
+  /// Error with srun's and the agents' last output on failure (no srun:
+  /// MONARCH_ERR_IO; refused allocation or a dead agent:
+  /// MONARCH_ERR_PROC_FAILED; out of time: MONARCH_ERR_TIMEOUT).
+  static SlurmJob start(const Runtime& rt, const SlurmOptions& opts) {
+    auto argv = detail::c_strs(opts.agent_argv);
+    auto args = detail::c_strs(opts.srun_args);
+    monarch_slurm_job* job = nullptr;
+    detail::check(monarch_slurm_job_start(rt.handle(), opts.nodes, argv.data(), argv.size(),
+                                          args.empty() ? nullptr : args.data(), args.size(),
+                                          static_cast<std::int64_t>(opts.timeout.count()), &job));
+    return SlurmJob(&rt, job);
+  }
+  /// The agents as a host mesh (dimension `hosts`, in node order); it
+  /// works while the job runs.
+  HostMesh host_mesh() const {
+    monarch_host_mesh* hm = nullptr;
+    detail::check(monarch_slurm_job_host_mesh(h_.get(), &hm));
+    return HostMesh(rt_, hm);
+  }
+  /// The SLURM job id ("" if srun did not report it).
+  std::string id() const {
+    auto* h = h_.get();
+    Bytes b = detail::owned_bytes(
+        [h](std::uint8_t** p, std::size_t* n) { return monarch_slurm_job_id(h, p, n); });
+    return std::string(b.begin(), b.end());
+  }
+  /// Stop the agents and their procs and end the step; blocks until srun
+  /// exited. Idempotent.
+  void stop() const { detail::check(monarch_slurm_job_stop(h_.get())); }
+
+  monarch_slurm_job* handle() const { return h_.get(); }
+  monarch_slurm_job* release() { return h_.release(); }
+
+ private:
+  SlurmJob(const Runtime* rt, monarch_slurm_job* h) : rt_(rt), h_(h) {}
+  const Runtime* rt_ = nullptr;
+  detail::Handle<monarch_slurm_job, monarch_slurm_job_free> h_;
+};
+
 /// First line of main(): when this process was started by a controller as
 /// a proc, serve its registered actors (MONARCH_ACTOR) until the proc is
 /// stopped, then exit(0); otherwise return (the runtime made here is
@@ -965,6 +1529,7 @@ inline void serve_if_worker(int argc, char** argv) {
     return;
   }
   int code = 0;
+  detail::process_runtime() = rt;
   try {
     ActorServer server;
     server.serve(rt);
@@ -972,6 +1537,7 @@ inline void serve_if_worker(int argc, char** argv) {
     std::cerr << "monarch worker: " << e.what() << "\n";
     code = 1;
   }
+  detail::process_runtime() = nullptr;
   monarch_runtime_free(rt);
   std::exit(code);
 }
