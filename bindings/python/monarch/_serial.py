@@ -147,9 +147,14 @@ def dumps(obj, readers=1) -> list:
     return [first]
 
 
+_NO_ARGS = _dumps(((), {}), _PROTOCOL)
+
+
 def dumps_call(args: tuple, kwargs: dict, readers=1) -> list:
     """Serialize the (args, kwargs) of a call; plain pickle when every
     argument is a simple builtin value (much cheaper than cloudpickle)."""
+    if not args and not kwargs:
+        return [_NO_ARGS]
     big = False
     if not kwargs:
         for a in args:

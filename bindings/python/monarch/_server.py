@@ -192,6 +192,7 @@ class Server:
         self.actors: dict[bytes, _Hosted] = {}
         self._evp = ffi.new("monarch_event **")
         self._hdr = ffi.new("monarch_event_header *")
+        self._current = None  # current_frame() of the thread in serve()
         self._kind = ffi.new("uint32_t *")
         self._actor = ffi.new("char **")
         self._method = ffi.new("char **")
@@ -285,6 +286,8 @@ class Server:
         rt = self.rt
         evp = self._evp
         hdr = self._hdr
+        # The loop's thread is the one whose handlers _message runs.
+        self._current = current_frame()
         message = self._message
         handle = self.handle
         while True:
@@ -405,7 +408,7 @@ class Server:
                     _event_free(ev)
             return
         fn = entry[0]
-        current = current_frame()
+        current = self._current
         prev_event, prev_actor = current.event, current.actor
         current.event, current.actor = ev, hosted
         try:
