@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -17,10 +18,15 @@ from monarch.job import HostListJob, job_secret
 
 class Agent:
     def __init__(self, secret):
+        # The agent's own log goes to a file that teardown prints, so that a
+        # failing test shows what the agent saw (pytest's capture of the
+        # fixture's setup would swallow it).
+        self.log = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(
             [monarch_binary(), "host", "--listen", "127.0.0.1:0"],
-            env={**os.environ, "MONARCH_JOB_TOKEN": secret},
+            env={**os.environ, "MONARCH_JOB_TOKEN": secret, "MONARCH_LOG": os.environ.get("MONARCH_LOG", "info")},
             stdout=subprocess.PIPE,
+            stderr=self.log,
             text=True,
         )
         line = self.p.stdout.readline()
@@ -43,7 +49,10 @@ def agents():
     made = [Agent(secret), Agent(secret)]
     yield made
     for a in made:
-        a.stop()
+        code = a.stop()
+        a.log.seek(0)
+        print(f"--- agent {a.addr} (exit {code}) log:\n{a.log.read()}")
+        a.log.close()
 
 
 def test_host_list_job_spawns_across_agents_and_slices(agents):
