@@ -202,6 +202,13 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
             },
             EventKind::Message => {
                 let r = match actors.get_mut(&ev.actor) {
+                    // Multicast relays in flight in this proc (tests check
+                    // that none is left behind once casts complete).
+                    Some(Actor::Echo) if ev.method == "relays" => {
+                        Ok(vec![(rt.cast_relays_in_flight() as i64)
+                            .to_le_bytes()
+                            .to_vec()])
+                    }
                     Some(a) => {
                         let method = ev.method.clone();
                         handle(a, &method, &ev)

@@ -1,14 +1,13 @@
 //! Proc meshes and actor meshes: views over base ranks, with the
 //! operations a controller (or any actor) performs on them.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
-use crate::multicast::{self, Node, FORWARD_ONLY};
+use crate::multicast::{self, LazyRelays, Node, ViewIndex, FORWARD_ONLY};
 use crate::port::{PortReceiver, PortRef};
 use crate::runtime::cast::set_cast_fields;
 use crate::runtime::{Future, Runtime};
@@ -358,22 +357,37 @@ impl ActorMesh {
         let k = multicast::fanout();
         let direct = bases.iter().all(|&b| b < k);
         let fill_own = matches!(replies, Replies::Gather | Replies::Stream(_));
-        let mut routes = (!direct).then(|| {
+        let routes = (!direct).then(|| {
             let members = bases.iter().enumerate().map(|(slot, &rank)| Node {
                 rank,
                 slot: slot as u64,
             });
-            multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), fill_own)
+            multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), false)
         });
-        let relays: HashMap<String, Vec<u64>> = routes
-            .as_mut()
-            .map(|r| {
-                r.relays
-                    .drain()
-                    .map(|(rank, slots)| (procs[rank].clone(), slots))
-                    .collect()
-            })
-            .unwrap_or_default();
+        // Which points went through a forwarder is worked out only if the
+        // forwarder is lost (nothing recorded per point here).
+        let relays = match (&routes, fill_own) {
+            (Some(_), true) => {
+                let view = ViewIndex::new(shape).map_err(Error::invalid)?;
+                let r = self.r.clone();
+                let ranks_of = move |peer: &str| -> Vec<usize> {
+                    r.procs
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, p)| *p == peer)
+                        .map(|(i, _)| i)
+                        .collect()
+                };
+                Some(Arc::new(LazyRelays::new(
+                    view,
+                    k,
+                    procs.len(),
+                    self.rt.lost_procs(),
+                    Box::new(ranks_of),
+                )))
+            }
+            _ => None,
+        };
         let (port, fut) = match replies {
             Replies::Gather => {
                 let peers = bases.iter().map(|&b| procs[b].clone()).collect();
@@ -421,9 +435,8 @@ impl ActorMesh {
                 env.cast_relay = matches!(replies, Replies::Gather);
                 // Procs we started may still be starting: the forwarding
                 // procs can only connect to them once they listen.
-                for n in routes.hops.iter().flatten() {
-                    self.rt.wait_ready(&procs[n.rank]);
-                }
+                self.rt
+                    .wait_ready_all(routes.hops.iter().flatten().map(|n| procs[n.rank].as_str()));
                 for hop in &routes.hops {
                     let mut e = env.clone();
                     set_cast_fields(&mut e, hop, &addr_of, k);

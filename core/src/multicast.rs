@@ -170,6 +170,68 @@ pub fn route(
     out
 }
 
+/// The base ranks of a proc address in a proc mesh.
+pub type RanksOf = Box<dyn Fn(&str) -> Vec<usize> + Send + Sync>;
+
+/// Which points of a cast went through which forwarding proc, worked out
+/// only when a proc is lost (instead of recording, for every forwarder, the
+/// slots below it each time a cast is sent).
+pub struct LazyRelays {
+    view: ViewIndex,
+    k: usize,
+    n: usize,
+    /// Procs already lost when the cast was sent (routed around, so
+    /// nothing went through them).
+    lost_before: Vec<String>,
+    /// The base ranks of a proc address.
+    ranks_of: RanksOf,
+}
+
+impl LazyRelays {
+    pub fn new(
+        view: ViewIndex,
+        k: usize,
+        n: usize,
+        lost_before: Vec<String>,
+        ranks_of: RanksOf,
+    ) -> LazyRelays {
+        LazyRelays {
+            view,
+            k,
+            n,
+            lost_before,
+            ranks_of,
+        }
+    }
+
+    /// The slots whose path went through proc `peer` (its own point not
+    /// included): the points of its subtree, unless it was routed around.
+    pub fn slots_through(&self, peer: &str) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.lost_before.iter().any(|p| p == peer) {
+            return out;
+        }
+        for r in (self.ranks_of)(peer) {
+            if r >= self.n {
+                continue;
+            }
+            let own = self.view.slot_of(r);
+            out.extend(subtree_slots(r, self.k, self.n, &self.view).filter(|&s| Some(s) != own));
+        }
+        out
+    }
+}
+
+impl std::fmt::Debug for LazyRelays {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyRelays")
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .field("lost_before", &self.lost_before)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The points of a view, looked up by base rank without listing them: a
 /// cast that carries the view (not a list of nodes) lets every node of the
 /// tree find the points of its own subtree, so the sender only works out
@@ -762,5 +824,43 @@ mod tests {
         assert_eq!(h.hops, (0..16).collect::<Vec<_>>());
         let total: usize = h.hops.iter().map(|&r| subtree_count(r, 16, n, &idx)).sum();
         assert_eq!(total, n);
+    }
+
+    #[test]
+    fn lazy_relays_match_the_recorded_ones() {
+        for v in views() {
+            let bases: Vec<usize> = v.base_ranks().collect();
+            let n = bases.iter().max().map_or(1, |m| m + 1) + 3;
+            for k in [2, 3] {
+                for lost in [vec![], vec![0], vec![1, 4]] {
+                    let is_lost = |r: usize| lost.contains(&r);
+                    let eager = route(None, k, members(&bases), &is_lost, true);
+                    let lazy = LazyRelays::new(
+                        ViewIndex::new(&v).unwrap(),
+                        k,
+                        n,
+                        lost.iter().map(|r| r.to_string()).collect(),
+                        Box::new(|p: &str| vec![p.parse().unwrap()]),
+                    );
+                    for r in 0..n {
+                        if is_lost(r) {
+                            assert!(lazy.slots_through(&r.to_string()).is_empty());
+                            continue;
+                        }
+                        let mut want = eager.relays.get(&r).cloned().unwrap_or_default();
+                        want.sort();
+                        // Points on lost procs were failed when sent; the
+                        // lazy set may name them again (harmless: filled).
+                        let mut got: Vec<u64> = lazy
+                            .slots_through(&r.to_string())
+                            .into_iter()
+                            .filter(|&s| !is_lost(bases[s as usize]))
+                            .collect();
+                        got.sort();
+                        assert_eq!(got, want, "{v} k={k} lost={lost:?} r={r}");
+                    }
+                }
+            }
+        }
     }
 }

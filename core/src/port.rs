@@ -14,7 +14,7 @@
 //! with an error, like a gather port does; a port opened by a user
 //! (`Channel.open()`) does not (anyone may hold its reference).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -67,8 +67,8 @@ pub(crate) struct StreamPort {
     once: bool,
     /// For cast ports: the proc that owes each slot.
     peers: Option<Vec<String>>,
-    /// Multicast forwarders -> the slots whose path goes through them.
-    relays: Mutex<HashMap<String, Vec<u64>>>,
+    /// Which slots' paths went through a (lost) multicast forwarder.
+    relays: Mutex<Option<Arc<crate::multicast::LazyRelays>>>,
     st: Mutex<StreamState>,
 }
 
@@ -94,7 +94,7 @@ impl StreamPort {
         StreamPort {
             once,
             peers,
-            relays: Mutex::new(HashMap::new()),
+            relays: Mutex::new(None),
             st: Mutex::new(StreamState {
                 queue: VecDeque::new(),
                 waiters: VecDeque::new(),
@@ -146,13 +146,12 @@ impl StreamPort {
         let Some(peers) = &self.peers else {
             return Vec::new();
         };
-        let relayed: Vec<u64> = self
+        let relays = self
             .relays
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(peer)
-            .cloned()
-            .unwrap_or_default();
+            .clone();
+        let relayed: Vec<u64> = relays.map(|r| r.slots_through(peer)).unwrap_or_default();
         let st = self.st.lock().unwrap_or_else(|p| p.into_inner());
         peers
             .iter()
@@ -221,7 +220,7 @@ impl PortReceiver {
     }
 
     /// Record which multicast forwarders each slot's message went through.
-    pub(crate) fn set_relays(&self, relays: HashMap<String, Vec<u64>>) {
+    pub(crate) fn set_relays(&self, relays: Option<Arc<crate::multicast::LazyRelays>>) {
         *self.port.relays.lock().unwrap_or_else(|p| p.into_inner()) = relays;
     }
 }

@@ -200,8 +200,8 @@ enum ActorState {
 struct Gather {
     shape: Shape,
     peers: Vec<String>,
-    /// Multicast forwarders -> the slots whose path goes through them.
-    relays: std::collections::HashMap<String, Vec<u64>>,
+    /// Which slots' paths went through a (lost) multicast forwarder.
+    relays: Option<Arc<crate::multicast::LazyRelays>>,
     state: Mutex<GatherState>,
     done: Future,
 }
@@ -598,6 +598,7 @@ impl Runtime {
     /// Returns once all of our children among them have exited.
     pub(crate) fn stop_procs(&self, addrs: &[String], grace: Duration) {
         self.inner.mark_stopping(addrs);
+        self.inner.forget_lost(addrs);
         self.stop_remote(addrs, grace);
         let children: Vec<Arc<Child>> = {
             let c = self
@@ -659,7 +660,7 @@ impl Runtime {
         &self,
         shape: Shape,
         peers: Vec<String>,
-        relays: std::collections::HashMap<String, Vec<u64>>,
+        relays: Option<Arc<crate::multicast::LazyRelays>>,
     ) -> (u64, Future) {
         let port = self.next_id();
         let done = self.new_future();
@@ -686,19 +687,46 @@ impl Runtime {
         (port, done)
     }
 
-    /// Wait until our child proc at `addr` (if it is one still starting)
-    /// has said Ready; a proc that forwards a cast to it can then connect.
-    pub(crate) fn wait_ready(&self, addr: &str) {
-        let pending = self
-            .inner
-            .ready
+    /// Wait until those of `addrs` that are our child procs still starting
+    /// have said Ready (a proc that forwards a cast to them can then
+    /// connect); one lock for all, none when no proc is starting.
+    pub(crate) fn wait_ready_all<'a>(&self, addrs: impl Iterator<Item = &'a str>) {
+        let pending: Vec<Completion<Result<()>>> = {
+            let ready = self.inner.ready.lock().unwrap_or_else(|p| p.into_inner());
+            if ready.is_empty() {
+                return;
+            }
+            addrs.filter_map(|a| ready.get(a).cloned()).collect()
+        };
+        for r in pending {
+            r.wait(Some(spawn_timeout()));
+        }
+    }
+
+    /// How many procs are recorded as lost (for tests: the set is bounded).
+    #[doc(hidden)]
+    pub fn lost_count(&self) -> usize {
+        self.inner
+            .lost
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(addr)
-            .cloned();
-        if let Some(ready) = pending {
-            ready.wait(Some(spawn_timeout()));
+            .len()
+    }
+
+    /// Multicast relays (a forwarding proc's collection of its subtree's
+    /// replies) in flight here (for tests: none is left behind).
+    #[doc(hidden)]
+    pub fn cast_relays_in_flight(&self) -> usize {
+        self.inner.cast_relays.len()
+    }
+
+    /// The procs whose connection was lost so far.
+    pub(crate) fn lost_procs(&self) -> Vec<String> {
+        if !self.inner.any_lost.load(Ordering::Relaxed) {
+            return Vec::new();
         }
+        let lost = self.inner.lost.lock().unwrap_or_else(|p| p.into_inner());
+        lost.iter().cloned().collect()
     }
 
     /// Whether the connection to the proc at `addr` was lost (the
@@ -1108,6 +1136,18 @@ impl Inner {
         }
     }
 
+    /// These procs are being stopped: no cast will be routed through them
+    /// again, so they leave the lost set.
+    fn forget_lost(&self, addrs: &[String]) {
+        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        for a in addrs {
+            lost.remove(a);
+        }
+        if lost.is_empty() {
+            self.any_lost.store(false, Ordering::Relaxed);
+        }
+    }
+
     fn fail_peer_slots(&self, peer: &str, why: &str) {
         let ports: Vec<(u64, Arc<Gather>)> = self
             .ports
@@ -1116,11 +1156,16 @@ impl Inner {
             .iter()
             .map(|(k, g)| (*k, g.clone()))
             .collect();
-        self.lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(peer.to_string());
-        self.any_lost.store(true, Ordering::Relaxed);
+        // Routes avoid lost procs; a proc being stopped (its mesh is going
+        // away) is not recorded, so the set holds only failed procs of
+        // meshes not yet stopped (`forget_lost`) instead of growing forever.
+        if !self.is_stopping(peer) {
+            self.lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(peer.to_string());
+            self.any_lost.store(true, Ordering::Relaxed);
+        }
         if let Some(me) = self.me.upgrade() {
             me.relay_peer_lost(peer, why);
         }
@@ -1131,7 +1176,8 @@ impl Inner {
                 }
             }
             // Points the lost proc was to forward a cast to.
-            for &slot in g.relays.get(peer).into_iter().flatten() {
+            let relayed = g.relays.as_ref().map(|r| r.slots_through(peer));
+            for slot in relayed.into_iter().flatten() {
                 let msg = format!("{why} (it was forwarding this cast to this point)");
                 self.fill(port, slot, PointValue::error(msg));
             }

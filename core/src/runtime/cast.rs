@@ -47,6 +47,11 @@ impl Relays {
             .cloned()
     }
 
+    /// Relays in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     fn all(&self) -> Vec<(u64, Arc<Relay>)> {
         self.0
             .lock()
@@ -123,47 +128,56 @@ impl Inner {
         let part_refs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
         let addr_of = |r: usize| addrs.get(&r).map(|a| a.to_string()).unwrap_or_default();
         // For a gather, replies of our subtree come to a relay port of ours.
-        let relay = (env.cast_relay && env.reply_port != 0).then(|| {
-            let mut owed: HashMap<String, Vec<(u64, bool)>> = HashMap::new();
-            let mut slots: Vec<u64> = Vec::new();
-            if env.cast_slots[0] != FORWARD_ONLY {
-                slots.push(env.cast_slots[0]);
-            }
-            for m in &routes.lost {
-                slots.push(m.slot);
-            }
-            for hop in &routes.hops {
-                let v = owed.entry(addr_of(hop[0].rank)).or_default();
-                for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
-                    v.push((m.slot, m.rank == hop[0].rank));
+        let relay = (env.cast_relay && env.reply_port != 0)
+            .then(|| {
+                let mut owed: HashMap<String, Vec<(u64, bool)>> = HashMap::new();
+                let mut slots: Vec<u64> = Vec::new();
+                if env.cast_slots[0] != FORWARD_ONLY {
+                    slots.push(env.cast_slots[0]);
+                }
+                for m in &routes.lost {
                     slots.push(m.slot);
                 }
-            }
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let r = Arc::new(Relay {
-                upstream: if env.reply_to.is_empty() {
-                    env.sender.clone()
-                } else {
-                    env.reply_to.clone()
-                },
-                port: env.reply_port,
-                owed,
-                st: Mutex::new(RelayState {
-                    remaining: slots.len(),
-                    values: slots.into_iter().map(|s| (s, None)).collect(),
-                }),
-            });
-            self.cast_relays
-                .0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, r);
-            id
-        });
+                for hop in &routes.hops {
+                    let v = owed.entry(addr_of(hop[0].rank)).or_default();
+                    for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
+                        v.push((m.slot, m.rank == hop[0].rank));
+                        slots.push(m.slot);
+                    }
+                }
+                let values: HashMap<u64, Option<PointValue>> =
+                    slots.into_iter().map(|s| (s, None)).collect();
+                if values.is_empty() {
+                    // Nothing will answer to it: it would never complete.
+                    return None;
+                }
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let r = Arc::new(Relay {
+                    upstream: if env.reply_to.is_empty() {
+                        env.sender.clone()
+                    } else {
+                        env.reply_to.clone()
+                    },
+                    port: env.reply_port,
+                    owed,
+                    st: Mutex::new(RelayState {
+                        // Distinct slots: a slot listed twice is filled once.
+                        remaining: values.len(),
+                        values,
+                    }),
+                });
+                self.cast_relays
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id, r.clone());
+                Some((id, r))
+            })
+            .flatten();
         let mut down = env.clone();
-        if let Some(id) = relay {
+        if let Some((id, _)) = &relay {
             down.reply_to = self.addr.clone();
-            down.reply_port = id;
+            down.reply_port = *id;
         }
         for m in &routes.lost {
             let why = format!(
@@ -190,6 +204,25 @@ impl Inner {
         env.reply_to = down.reply_to;
         env.reply_port = down.reply_port;
         self.flush_deferred(None);
+        // A child whose connection ended while we were setting up the
+        // relay: its loss may have been handled before the relay existed
+        // (it would then wait for that child forever).
+        if let Some((id, r)) = relay {
+            if self.any_lost.load(Ordering::Relaxed) {
+                let gone: Vec<String> = {
+                    let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+                    r.owed
+                        .keys()
+                        .filter(|a| lost.contains(*a))
+                        .cloned()
+                        .collect()
+                };
+                for peer in gone {
+                    let why = format!("lost connection to proc {peer}");
+                    self.relay_fail_owed(&[(id, r.clone())], &peer, &why);
+                }
+            }
+        }
     }
 
     /// A reply for relay port `port`; the value is given back when the
@@ -256,8 +289,14 @@ impl Inner {
     /// message (the exit status) and fills those points first; the relay's
     /// errors then only matter to senders that could not know.
     pub(super) fn relay_peer_lost(self: &Arc<Self>, peer: &str, why: &str) {
+        self.relay_fail_owed(&self.cast_relays.all(), peer, why);
+    }
+
+    /// Fail (after the grace period) the slots `peer` owes to `relays`.
+    fn relay_fail_owed(self: &Arc<Self>, relays: &[(u64, Arc<Relay>)], peer: &str, why: &str) {
         let mut fails = Vec::new();
-        for (port, r) in self.cast_relays.all() {
+        for (port, r) in relays {
+            let port = *port;
             for &(slot, own) in r.owed.get(peer).into_iter().flatten() {
                 let msg = if own {
                     why.to_string()

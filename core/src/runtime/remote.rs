@@ -82,7 +82,7 @@ impl Runtime {
     ) -> Result<super::Future> {
         self.check_running()?;
         let shape = Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid");
-        let (port, fut) = self.open_gather(shape, vec![agent.to_string()], HashMap::new());
+        let (port, fut) = self.open_gather(shape, vec![agent.to_string()], None);
         let mut env = Envelope::new(Kind::Message);
         env.actor = AGENT_ACTOR.to_string();
         env.method = method.to_string();

@@ -172,7 +172,7 @@ impl Inner {
         lock(&self.sup.stopping).extend(addrs.iter().cloned());
     }
 
-    fn is_stopping(&self, addr: &str) -> bool {
+    pub(super) fn is_stopping(&self, addr: &str) -> bool {
         self.shutting_down.load(Ordering::SeqCst) || lock(&self.sup.stopping).contains(addr)
     }
 
