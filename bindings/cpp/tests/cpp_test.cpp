@@ -519,7 +519,26 @@ void test_local_actors() {
   ready.get().check();
   auto f = counter.call("incr", std::int64_t{3});
   while (!f.ready()) rt.serve_events(10);
-  CHECK(f.get().item<std::int64_t>() == 10);
+  auto vm = f.get();
+  CHECK(vm.item<std::int64_t>() == 10);
+  auto e = THROWS(Error, vm.at(1));
+  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  // The pull API by hand: Event::next (the event's header in one call),
+  // then reply_and_free (one call for a one-part answer).
+  auto f2 = counter.call("incr", std::int64_t{5});
+  std::optional<monarch::Event> ev;
+  for (int i = 0; i < 3000 && !ev; ++i) ev = monarch::Event::next(rt.handle(), 10);
+  CHECK(ev.has_value());
+  if (ev) {
+    CHECK(ev->kind() == MONARCH_EVENT_MESSAGE);
+    CHECK(std::string(ev->method()) == "incr");
+    CHECK(ev->wants_reply());
+    auto call = ev->call();
+    CHECK(call.size() == 1 && call.get<std::int64_t>(0) == 5);
+    ev->reply_and_free({monarch::encode(std::int64_t{99})});
+    CHECK(ev->handle() == nullptr);
+  }
+  CHECK(f2.get(30s).item<std::int64_t>() == 99);
 }
 
 void test_plugin() {

@@ -31,6 +31,7 @@
 #include <monarch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -249,6 +250,10 @@ class PointValue {
   bool is_error_ = false;
   std::string error_;
   std::size_t nparts_ = 0;
+  // Part 0 as monarch_value_mesh_points described it (borrowed).
+  bool has_part0_ = false;
+  const std::uint8_t* part0_ = nullptr;
+  std::size_t part0_len_ = 0;
 };
 
 /// The gathered replies of a call: one PointValue per rank (row-major over
@@ -276,7 +281,28 @@ class ValueMesh {
     PointValue p;
     bool err = false;
     const char* msg = nullptr;
-    detail::check(monarch_value_mesh_point(h_.get(), rank, &err, &msg, &p.nparts_));
+    if (rank < len_) {
+      // Every point described at once, on first use (monarch_value_mesh_points).
+      if (infos_.empty()) {
+        std::vector<monarch_point_info> infos(len_);
+        std::size_t n = 0;
+        detail::check(monarch_value_mesh_points(h_.get(), infos.data(), infos.size(), &n));
+        infos.resize(std::min(n, len_));
+        infos_ = std::move(infos);
+      }
+    }
+    if (rank < infos_.size()) {
+      const monarch_point_info& info = infos_[rank];
+      err = info.is_error;
+      msg = info.error;
+      p.nparts_ = info.nparts;
+      p.part0_ = info.part0;
+      p.part0_len_ = info.part0_len;
+      p.has_part0_ = info.nparts > 0;
+    } else {
+      // Out of range: the library's error.
+      detail::check(monarch_value_mesh_point(h_.get(), rank, &err, &msg, &p.nparts_));
+    }
     p.vm_ = h_.get();
     p.is_error_ = err;
     p.error_ = msg ? msg : "";
@@ -349,10 +375,13 @@ class ValueMesh {
   // Heap-allocated so Points keep pointing at it when the ValueMesh moves.
   mutable std::unique_ptr<Shape> shape_;
   std::size_t len_ = 0;
+  // monarch_value_mesh_points (pointers borrowed from the value mesh).
+  mutable std::vector<monarch_point_info> infos_;
 };
 
 inline BytesView PointValue::part(std::size_t i) const {
   check();
+  if (i == 0 && has_part0_) return BytesView(part0_, part0_len_);
   const std::uint8_t* d = nullptr;
   std::size_t n = 0;
   detail::check(monarch_value_mesh_part(vm_, point_.rank, i, &d, &n));
@@ -807,17 +836,45 @@ class Event {
     method_ = method;
     type_ = type;
   }
+  /// An event with the header monarch_runtime_next_event_header wrote
+  /// (which saves the info / nparts / part 0 / wants_reply calls).
+  Event(monarch_event* ev, const monarch_event_header& h)
+      : h_(ev),
+        kind_(h.kind),
+        actor_(h.actor ? h.actor : ""),
+        method_(h.method ? h.method : ""),
+        type_(h.type_name ? h.type_name : ""),
+        header_(true),
+        header_wants_reply_(h.wants_reply),
+        nparts_(h.nparts),
+        part0_(h.part0),
+        part0_len_(h.part0_len) {}
+  /// Wait up to `timeout_ms` (-1: forever) for the next event of this
+  /// process's actors; std::nullopt on timeout. Throws
+  /// Error(MONARCH_ERR_STOPPED) once the runtime was shut down.
+  static std::optional<Event> next(monarch_runtime* rt, std::int64_t timeout_ms) {
+    monarch_event* raw = nullptr;
+    monarch_event_header h{};
+    monarch_status s = monarch_runtime_next_event_header(rt, timeout_ms, &raw, &h);
+    if (s == MONARCH_ERR_TIMEOUT) return std::nullopt;
+    detail::check(s);
+    return std::optional<Event>(std::in_place, raw, h);
+  }
   std::uint32_t kind() const { return kind_; }
   const char* actor() const { return actor_; }
   const char* method() const { return method_; }
   const char* type_name() const { return type_; }
   /// The event's payload, rank and shape as a Call (borrows the event).
   Call call() const {
-    std::size_t n = 0;
-    detail::check(monarch_event_nparts(h_.get(), &n));
+    std::size_t n = nparts_;
+    if (!header_) detail::check(monarch_event_nparts(h_.get(), &n));
     std::vector<BytesView> parts;
     parts.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
+      if (i == 0 && header_) {
+        parts.emplace_back(part0_, part0_len_);
+        continue;
+      }
       const std::uint8_t* d = nullptr;
       std::size_t len = 0;
       detail::check(monarch_event_part(h_.get(), i, &d, &len));
@@ -830,23 +887,39 @@ class Event {
     return Call(std::move(parts), rank, shape, shape_len, method_, actor_);
   }
   bool wants_reply() const {
+    if (header_ && !answered_) return header_wants_reply_;
     bool w = false;
     detail::check(monarch_event_wants_reply(h_.get(), &w));
     return w;
   }
   void reply(const Parts& parts = {}) {
+    answered_ = true;
     std::vector<monarch_bytes> c;
     c.reserve(parts.size());
     for (auto& p : parts) c.push_back(monarch_bytes{p.data(), p.size()});
     detail::check(monarch_event_reply(h_.get(), c.data(), c.size()));
   }
+  /// Answer and free the event (one call for a one-part answer:
+  /// monarch_event_reply_one_and_free). Everything borrowed from the event
+  /// (its Call's parts) is invalid afterwards.
+  void reply_and_free(const Parts& parts) {
+    answered_ = true;
+    if (parts.size() == 1) {
+      detail::check(monarch_event_reply_one_and_free(h_.release(), parts[0].data(), parts[0].size()));
+      return;
+    }
+    reply(parts);
+    h_.reset();
+  }
   void reply_error(const std::string& message) {
+    answered_ = true;
     detail::check(monarch_event_reply_error(h_.get(), message.c_str(), nullptr, 0));
   }
   /// Take over answering (monarch_event_take_port): the reply port its
   /// sender waits on, or std::nullopt when nobody waits. The event then
   /// counts as answered; send the answer to the port later.
   std::optional<Port> take_port() {
+    answered_ = true;
     std::uint8_t* buf = nullptr;
     std::size_t len = 0;
     detail::check(monarch_event_take_port(h_.get(), &buf, &len));
@@ -863,6 +936,13 @@ class Event {
   const char* actor_ = "";
   const char* method_ = "";
   const char* type_ = "";
+  // From monarch_runtime_next_event_header (valid while `header_`).
+  bool header_ = false;
+  bool header_wants_reply_ = false;
+  bool answered_ = false;
+  std::size_t nparts_ = 0;
+  const std::uint8_t* part0_ = nullptr;
+  std::size_t part0_len_ = 0;
 };
 
 /// Hosts this binary's registered actors (actor_registry) for a runtime:
@@ -922,7 +1002,7 @@ class ActorServer {
       if (failed)
         ev.reply_error(error);
       else
-        ev.reply(out);
+        ev.reply_and_free(out);
     } else if (failed && kind == MONARCH_EVENT_MESSAGE) {
       // Nobody waits (broadcast): the runtime fails the actor and reports
       // the error to the mesh's owner.
@@ -935,11 +1015,12 @@ class ActorServer {
   bool serve(monarch_runtime* rt, std::int64_t timeout_ms = -1) {
     for (;;) {
       monarch_event* raw = nullptr;
-      monarch_status s = monarch_runtime_next_event(rt, timeout_ms, &raw);
+      monarch_event_header h{};
+      monarch_status s = monarch_runtime_next_event_header(rt, timeout_ms, &raw, &h);
       if (s == MONARCH_ERR_TIMEOUT) return true;
       if (s == MONARCH_ERR_STOPPED) return false;
       detail::check(s);
-      Event ev(raw);
+      Event ev(raw, h);
       if (!handle(ev)) return false;
     }
   }
