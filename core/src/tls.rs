@@ -422,20 +422,30 @@ impl TlsStream {
     fn fill_raw(&self, st: &mut State) -> io::Result<Option<usize>> {
         st.raw.clear();
         st.raw_pos = 0;
-        st.raw.resize(RAW_CHUNK, 0);
-        let r = Sock(self.tcp.as_raw_fd()).read(&mut st.raw);
-        let n = match r {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                st.raw.clear();
-                return Ok(None);
+        st.raw.reserve(RAW_CHUNK);
+        let n = loop {
+            // SAFETY: reads at most RAW_CHUNK bytes into the vector's spare
+            // capacity (reserved above); the length is set to what was read.
+            let n = unsafe {
+                libc::recv(
+                    self.tcp.as_raw_fd(),
+                    st.raw.as_mut_ptr() as *mut libc::c_void,
+                    RAW_CHUNK,
+                    0,
+                )
+            };
+            if n >= 0 {
+                // SAFETY: the kernel initialized n bytes.
+                unsafe { st.raw.set_len(n as usize) };
+                break n as usize;
             }
-            Err(e) => {
-                st.raw.clear();
-                return Err(e);
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::WouldBlock => return Ok(None),
+                _ => return Err(e),
             }
         };
-        st.raw.truncate(n);
         st.raw_full = n == RAW_CHUNK;
         if n == 0 {
             // Let rustls know, so its reader reports a clean or unclean end.
