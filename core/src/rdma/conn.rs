@@ -268,6 +268,31 @@ pub fn lost(owner: &str, what: &str, e: io::Error) -> Error {
     )
 }
 
+/// Write all of `b`, a piece (`bulk_chunk`) per call, yielding between
+/// pieces, at the copier priority (bulk data: see `rdma::bulk_chunk`).
+pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
+    let _copier = super::copier(b.len());
+    for (i, piece) in b.chunks(super::bulk_chunk()).enumerate() {
+        if i > 0 {
+            super::between_chunks();
+        }
+        s.write_all(piece)?;
+    }
+    Ok(())
+}
+
+/// Fill all of `b`, a piece per call, yielding between pieces.
+pub fn read_bulk(s: &mut Stream, b: &mut [u8]) -> io::Result<()> {
+    let _copier = super::copier(b.len());
+    for (i, piece) in b.chunks_mut(super::bulk_chunk()).enumerate() {
+        if i > 0 {
+            super::between_chunks();
+        }
+        s.read_exact(piece)?;
+    }
+    Ok(())
+}
+
 /// Send `req` and read the owner's answer, mapping a refusal to an error.
 pub fn request(s: &mut Stream, req: &Request, owner: &str, what: &str) -> Result<()> {
     s.write_all(&req.encode())

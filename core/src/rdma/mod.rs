@@ -29,6 +29,7 @@ pub mod tcp;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
@@ -173,32 +174,166 @@ fn advise_huge_pages(ptr: usize, len: usize) {
     }
 }
 
+/// The copier threads' CPU policy (`MONARCH_RDMA_NICE`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CopierPolicy {
+    /// `auto` (the default): `SCHED_IDLE`, falling back to nice 10 while
+    /// starved (see [`between_chunks`]).
+    Auto,
+    /// 1..19: that nice value; 20: `SCHED_IDLE` always; 0: unchanged.
+    Fixed(i32),
+}
+
+fn copier_policy() -> CopierPolicy {
+    static P: OnceLock<CopierPolicy> = OnceLock::new();
+    *P.get_or_init(|| match std::env::var("MONARCH_RDMA_NICE").as_deref() {
+        Err(_) | Ok("") | Ok("auto") => CopierPolicy::Auto,
+        Ok(v) => v
+            .parse::<i32>()
+            .map(|n| CopierPolicy::Fixed(n.clamp(0, 20)))
+            .unwrap_or(CopierPolicy::Auto),
+    })
+}
+
+/// Nice value of a starved `auto` copier.
+const STARVED_NICE: i32 = 10;
+/// A piece that took longer than this (wall time) means the copier was
+/// starved: every CPU had other work. ~50x a 1 MiB piece's copy time.
+const STARVED: Duration = Duration::from_millis(10);
+/// How long a starved `auto` copier stays at nice 10 before trying
+/// `SCHED_IDLE` again.
+const STARVED_FOR: Duration = Duration::from_millis(200);
+
+fn set_idle(idle: bool, nice: i32) {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: changing our own thread's policy (pid 0 = this thread) and
+    // nice value (Linux: per thread id).
+    unsafe {
+        if idle {
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &p);
+        } else {
+            libc::sched_setscheduler(0, libc::SCHED_OTHER, &p);
+            if nice > 0 {
+                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// For an `auto` copier: when its last piece started, and since when
+    /// it runs at nice 10 because it was starved (None: `SCHED_IDLE`).
+    static COPIER: std::cell::Cell<Option<(Instant, Option<Instant>)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// Run the calling thread (a data-plane copier) at a lower CPU priority,
 /// so that on a machine with few cores a bulk transfer yields the CPU to
-/// the threads moving control messages. `MONARCH_RDMA_NICE`: 1..19 is the
-/// thread's nice value (default 10: about a tenth of a core's share when
-/// every core is contended, all of an idle core), 20 is `SCHED_IDLE` (runs
-/// only on otherwise idle CPUs), 0 leaves the priority alone.
+/// the threads moving control messages. `MONARCH_RDMA_NICE`: `auto` (the
+/// default) is `SCHED_IDLE` (the copier runs only on CPUs nothing else
+/// wants) as long as it makes progress; a copier starved for 10 ms (other
+/// work on every CPU) runs at nice 10 for 200 ms, then tries `SCHED_IDLE`
+/// again, so transfers never stall on a busy machine. 1..19 is a fixed
+/// nice value, 20 is `SCHED_IDLE` always, 0 leaves the priority alone.
 pub(crate) fn lower_priority() {
-    static NICE: OnceLock<i32> = OnceLock::new();
-    let nice = *NICE.get_or_init(|| {
-        std::env::var("MONARCH_RDMA_NICE")
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-            .unwrap_or(10)
-            .clamp(0, 20)
-    });
-    if nice == 20 {
+    match copier_policy() {
+        CopierPolicy::Auto => {
+            set_idle(true, 0);
+            COPIER.with(|c| c.set(Some((Instant::now(), None))));
+        }
+        CopierPolicy::Fixed(20) => set_idle(true, 0),
+        CopierPolicy::Fixed(n) if n > 0 => set_idle(false, n),
+        CopierPolicy::Fixed(_) => {}
+    }
+}
+
+/// While alive, the calling thread copies bulk bytes at the copier
+/// priority ([`lower_priority`]); dropping it restores the thread's
+/// policy and nice value. Transfers of one piece or less keep the normal
+/// priority (they are over before it would matter), and so do the
+/// requests around a copy (leases, acknowledgements), which are control
+/// traffic of the data plane.
+pub(crate) struct Copier {
+    restore: Option<(libc::c_int, libc::c_int)>,
+}
+
+pub(crate) fn copier(len: usize) -> Copier {
+    if len <= bulk_chunk() || copier_policy() == CopierPolicy::Fixed(0) {
+        return Copier { restore: None };
+    }
+    // SAFETY: querying our own thread's policy and nice value.
+    let (policy, nice) = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        (
+            libc::sched_getscheduler(0),
+            libc::getpriority(libc::PRIO_PROCESS, tid),
+        )
+    };
+    lower_priority();
+    Copier {
+        restore: Some((policy.max(0), nice)),
+    }
+}
+
+impl Drop for Copier {
+    fn drop(&mut self) {
+        let Some((policy, nice)) = self.restore else {
+            return;
+        };
+        COPIER.with(|c| c.set(None));
         let p = libc::sched_param { sched_priority: 0 };
-        // SAFETY: changing our own thread's policy to SCHED_IDLE.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
-    } else if nice > 0 {
-        // SAFETY: setpriority on our own thread id (Linux: per thread).
+        // SAFETY: restoring our own thread's policy and nice value.
         unsafe {
+            libc::sched_setscheduler(0, policy, &p);
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
             libc::setpriority(libc::PRIO_PROCESS, tid, nice);
         }
     }
+}
+
+/// Bulk copies are cut into pieces of this many bytes, with a
+/// `sched_yield` between pieces (`MONARCH_RDMA_CHUNK`, default 1 MiB,
+/// at least 64 KiB). A kernel without preemption (this VM's) runs a
+/// `process_vm_readv` or socket copy to its end before a woken thread can
+/// have that CPU; small pieces bound how long a control message's thread
+/// waits behind a copier (1 MiB: about 0.1-0.2 ms), and the yield hands the
+/// CPU to such a thread at once instead of at the copier's next tick.
+pub(crate) fn bulk_chunk() -> usize {
+    static C: OnceLock<usize> = OnceLock::new();
+    *C.get_or_init(|| {
+        std::env::var("MONARCH_RDMA_CHUNK")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(1 << 20)
+            .max(64 << 10)
+    })
+}
+
+/// Between two pieces of a bulk copy: let any runnable thread (a control
+/// message's) have this CPU first (cheap when none is waiting), and for an
+/// `auto` copier, switch between `SCHED_IDLE` and nice 10 (see
+/// [`lower_priority`]).
+pub(crate) fn between_chunks() {
+    std::thread::yield_now();
+    COPIER.with(|c| {
+        let Some((last, starved_since)) = c.get() else {
+            return;
+        };
+        let now = Instant::now();
+        let starved_since = match starved_since {
+            None if now.duration_since(last) > STARVED => {
+                set_idle(false, STARVED_NICE);
+                Some(now)
+            }
+            Some(t) if now.duration_since(t) > STARVED_FOR => {
+                set_idle(true, 0);
+                None
+            }
+            s => s,
+        };
+        c.set(Some((now, starved_since)));
+    });
 }
 
 /// A registered buffer, or a handle on someone else's.
@@ -486,13 +621,32 @@ impl Buffer {
         if d.pid == std::process::id() {
             // Our own buffer: the registry grants the lease directly.
             let _lease = registry::lease(d.id, d.key, offset, len as u64, write)?;
-            // SAFETY: the lease checked the range against the live
-            // registration; `local` is valid for `len` bytes (contract).
-            unsafe {
-                if write {
-                    std::ptr::copy(local as *const u8, remote as *mut u8, len)
-                } else {
-                    std::ptr::copy(remote as *const u8, local as *mut u8, len)
+            // The lease checked the range against the live registration;
+            // `local` is valid for `len` bytes (the caller's contract).
+            let chunk = bulk_chunk();
+            let _copier = copier(len);
+            let mut at = 0;
+            while at < len {
+                let n = chunk.min(len - at);
+                // SAFETY: as above, for a piece of the range.
+                unsafe {
+                    if write {
+                        std::ptr::copy(
+                            (local + at) as *const u8,
+                            (remote as usize + at) as *mut u8,
+                            n,
+                        )
+                    } else {
+                        std::ptr::copy(
+                            (remote as usize + at) as *const u8,
+                            (local + at) as *mut u8,
+                            n,
+                        )
+                    }
+                }
+                at += n;
+                if at < len {
+                    between_chunks();
                 }
             }
             return Ok(());
@@ -647,7 +801,6 @@ pub fn start_transfer(
     std::thread::Builder::new()
         .name("monarch-rdma-xfer".into())
         .spawn(move || {
-            lower_priority();
             let r = buf.transfer(offset, local, len, write);
             f.complete(r.map(done_value));
         })

@@ -20,10 +20,6 @@
 
 use std::io;
 
-/// Largest piece copied by one syscall: bounds how long one call holds the
-/// CPU, so control traffic keeps flowing during a large transfer.
-const CHUNK: usize = 16 << 20;
-
 /// Identity of this host and pid namespace: the kernel's boot id plus the
 /// pid namespace inode. Equal identities mean pids are comparable.
 pub fn host_identity() -> String {
@@ -58,9 +54,16 @@ pub fn allow_access() {
 }
 
 fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
+    // One syscall copies one piece (`bulk_chunk`): the kernel does not
+    // preempt it, so the piece bounds how long it holds the CPU.
+    let chunk = super::bulk_chunk();
+    let _copier = super::copier(len);
     let mut done = 0usize;
     while done < len {
-        let n = (len - done).min(CHUNK);
+        if done > 0 {
+            super::between_chunks();
+        }
+        let n = (len - done).min(chunk);
         let l = libc::iovec {
             iov_base: (local as usize + done) as *mut libc::c_void,
             iov_len: n,

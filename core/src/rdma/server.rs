@@ -5,7 +5,7 @@
 //! connections; an actor busy in an endpoint still serves reads of its
 //! buffers.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 
@@ -87,8 +87,6 @@ fn serve(s: Stream) {
     let _ = std::thread::Builder::new()
         .name("monarch-rdma-conn".into())
         .spawn(move || {
-            // This thread copies bulk bytes (TCP reads and writes).
-            super::lower_priority();
             let mut s = s;
             let _ = s.set_read_timeout(Some(IO_TIMEOUT));
             let _ = s.set_write_timeout(Some(IO_TIMEOUT));
@@ -133,7 +131,7 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
                 // SAFETY: the lease checked the range against a live
                 // registration and keeps it registered while we copy.
                 let src = unsafe { std::slice::from_raw_parts(p as *const u8, req.len as usize) };
-                s.write_all(src)
+                conn::write_bulk(s, src)
             }
             Err(e) => conn::send_status(s, &Err(e.message)),
         },
@@ -143,7 +141,7 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
                 let p = l.region.ptr + req.offset as usize;
                 // SAFETY: as for reads; the region was registered writable.
                 let dst = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, req.len as usize) };
-                s.read_exact(dst)?;
+                conn::read_bulk(s, dst)?;
                 drop(l);
                 conn::send_status(s, &Ok(()))
             }

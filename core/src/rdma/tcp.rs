@@ -6,8 +6,6 @@
 //! when fewer). The owner's server copies straight between the socket and
 //! the registered memory; the reader's side straight into its destination.
 
-use std::io::{Read, Write};
-
 use super::conn::{self, Request};
 use super::descriptor::Descriptor;
 use crate::error::Result;
@@ -75,7 +73,7 @@ fn stripe(
     let r = if write {
         // SAFETY: the caller guarantees `local` is readable for `len` bytes.
         let src = unsafe { std::slice::from_raw_parts(local as *const u8, len) };
-        s.write_all(src)
+        conn::write_bulk(&mut s, src)
             .map_err(|e| conn::lost(&d.owner, what, e))
             .and_then(|_| match conn::recv_status(&mut s) {
                 Ok(Ok(())) => Ok(()),
@@ -85,7 +83,7 @@ fn stripe(
     } else {
         // SAFETY: the caller guarantees `local` is writable for `len` bytes.
         let dst = unsafe { std::slice::from_raw_parts_mut(local as *mut u8, len) };
-        s.read_exact(dst).map_err(|e| conn::lost(&d.owner, what, e))
+        conn::read_bulk(&mut s, dst).map_err(|e| conn::lost(&d.owner, what, e))
     };
     match r {
         Ok(()) => {
@@ -122,10 +120,9 @@ pub fn transfer(
         while at < len {
             let l = per.min(len - at);
             let t = target.as_str();
-            handles.push(sc.spawn(move || {
-                super::lower_priority();
-                stripe(t, token, d, offset + at as u64, local + at, l, write)
-            }));
+            handles.push(
+                sc.spawn(move || stripe(t, token, d, offset + at as u64, local + at, l, write)),
+            );
             at += l;
         }
         let mut first_err = None;

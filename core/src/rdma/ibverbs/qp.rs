@@ -370,6 +370,8 @@ impl Qp {
         let (Some(post_send), Some(poll_cq)) = ops else {
             return Err(verbs_err("the provider has no post_send/poll_cq"));
         };
+        // The NIC copies; this thread only polls, at the copier priority.
+        let _copier = crate::rdma::copier(len);
         let mut posted = 0usize; // bytes posted
         let mut outstanding = 0usize;
         let mut next_id = 0u64;
