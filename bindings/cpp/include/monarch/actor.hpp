@@ -274,6 +274,85 @@ inline Shape Shape::parse(const std::uint8_t* buf, std::size_t len) {
   return s;
 }
 
+// ------------------------------------------------------------ supervision
+
+/// A failure reported to the owner of a mesh (decoded from the
+/// `monarch.schema.SupervisionEvent` flatbuffer; see docs/supervision.md).
+struct SupervisionEvent {
+  /// monarch.schema.FailureCause values.
+  enum Cause : std::uint8_t {
+    ExitCode = 0,
+    Signal = 1,
+    EndpointError = 2,
+    HeartbeatLost = 3,
+    Undeliverable = 4,
+    ConnectionLost = 5,
+    SupervisorFailed = 6,
+    SpawnFailed = 7,
+  };
+  std::uint64_t id = 0;
+  /// Name of the failed mesh (a proc mesh is named "procs.<n>").
+  std::string mesh;
+  /// Actor key of the failed actor mesh ("" for a proc mesh).
+  std::string mesh_key;
+  /// The failed ranks of that mesh.
+  std::vector<std::uint64_t> ranks;
+  /// Address of the failed proc; key of the failed actor ("" for a proc).
+  std::string proc, actor;
+  /// Key of the owning actor ("" = this process's top level).
+  std::string owner;
+  Cause cause = ExitCode;
+  /// Exit code or signal number.
+  std::int32_t code = 0;
+  /// Readable report (with the remote error text when there is one).
+  std::string report;
+  /// The failure this one was caused by (a supervisor that gave up).
+  std::shared_ptr<SupervisionEvent> caused_by;
+  /// Binding-defined bytes (e.g. a pickled Python exception).
+  Bytes payload;
+
+  /// Decode (bounds-checked; throws DecodeError).
+  static SupervisionEvent parse(const std::uint8_t* buf, std::size_t len) {
+    if (!buf || len < 4) throw DecodeError("malformed SupervisionEvent flatbuffer");
+    detail::FbReader r{buf, len};
+    return parse_table(r, r.u32(0), 0);
+  }
+
+ private:
+  static std::string str(const detail::FbReader& r, std::size_t fpos) {
+    if (!fpos) return {};
+    std::size_t sp = fpos + r.u32(fpos);
+    std::size_t sl = r.u32(sp);
+    r.need(sp + 4, sl);
+    return std::string(reinterpret_cast<const char*>(r.b + sp + 4), sl);
+  }
+  static SupervisionEvent parse_table(const detail::FbReader& r, std::size_t t, int depth) {
+    if (depth > 64) throw DecodeError("SupervisionEvent chain too deep");
+    SupervisionEvent e;
+    // Fields: 0 id, 1 mesh, 2 mesh_key, 3 ranks, 4 proc, 5 actor, 6 owner,
+    // 7 cause, 8 code, 9 report, 10 caused_by, 11 payload.
+    if (std::size_t p = r.field(t, 0)) e.id = r.u64(p);
+    e.mesh = str(r, r.field(t, 1));
+    e.mesh_key = str(r, r.field(t, 2));
+    auto [rp, rn] = r.vec(r.field(t, 3), 8);
+    for (std::size_t i = 0; i < rn; ++i) e.ranks.push_back(r.u64(rp + 8 * i));
+    e.proc = str(r, r.field(t, 4));
+    e.actor = str(r, r.field(t, 5));
+    e.owner = str(r, r.field(t, 6));
+    if (std::size_t p = r.field(t, 7)) {
+      r.need(p, 1);
+      e.cause = static_cast<Cause>(r.b[p]);
+    }
+    if (std::size_t p = r.field(t, 8)) e.code = static_cast<std::int32_t>(r.u32(p));
+    e.report = str(r, r.field(t, 9));
+    if (std::size_t p = r.field(t, 10))
+      e.caused_by = std::make_shared<SupervisionEvent>(parse_table(r, p + r.u32(p), depth + 1));
+    auto [pp, pn] = r.vec(r.field(t, 11), 1);
+    if (pn) e.payload.assign(r.b + pp, r.b + pp + pn);
+    return e;
+  }
+};
+
 // ------------------------------------------------------------------ calls
 
 /// What an endpoint (or a constructor) receives: the payload parts, and
@@ -427,6 +506,16 @@ class Actor {
   /// Whether an endpoint of that name is registered.
   bool has_endpoint(const std::string& name) const { return endpoints_.count(name) != 0; }
 
+  /// A mesh this actor owns (it spawned it while handling a message)
+  /// failed. Return true if handled; false (the default) or an exception
+  /// escalates: this actor fails, and its own owner gets an event caused
+  /// by this one (docs/supervision.md). Called by the worker loop of
+  /// monarch.hpp (plugin hosts escalate without calling it).
+  virtual bool supervise(const SupervisionEvent& event) {
+    (void)event;
+    return false;
+  }
+
  protected:
   Actor() = default;
 
@@ -515,6 +604,12 @@ class ActorHost {
     auto it = actors_.find(key);
     if (it == actors_.end()) throw std::runtime_error("no actor '" + key + "' in this proc");
     return it->second->dispatch(call);
+  }
+  /// Offer a failure to the owning actor; false if it did not handle it.
+  bool supervise(const std::string& key, const SupervisionEvent& event) {
+    auto it = actors_.find(key);
+    if (it == actors_.end()) throw std::runtime_error("no actor '" + key + "' in this proc");
+    return it->second->supervise(event);
   }
   void stop(const std::string& key) { actors_.erase(key); }
   std::size_t size() const { return actors_.size(); }

@@ -978,6 +978,15 @@ class ActorServer {
         case MONARCH_EVENT_STOP_ACTOR:
           host_.stop(ev.actor());
           break;
+        case MONARCH_EVENT_SUPERVISE: {
+          Call call = ev.call();
+          BytesView fb = call.part(0);
+          SupervisionEvent se = SupervisionEvent::parse(fb.data, fb.size);
+          if (!host_.supervise(ev.actor(), se))
+            throw std::runtime_error("actor '" + std::string(ev.actor()) +
+                                     "' did not handle the failure: " + se.report);
+          break;
+        }
         default:
           throw std::runtime_error("unknown event kind " + std::to_string(kind));
       }
@@ -1030,85 +1039,6 @@ class ActorServer {
   ActorHost host_;
 };
 
-// ------------------------------------------------------------ supervision
-
-/// A failure reported to the owner of a mesh (decoded from the
-/// `monarch.schema.SupervisionEvent` flatbuffer; see docs/supervision.md).
-struct SupervisionEvent {
-  /// monarch.schema.FailureCause values.
-  enum Cause : std::uint8_t {
-    ExitCode = 0,
-    Signal = 1,
-    EndpointError = 2,
-    HeartbeatLost = 3,
-    Undeliverable = 4,
-    ConnectionLost = 5,
-    SupervisorFailed = 6,
-    SpawnFailed = 7,
-  };
-  std::uint64_t id = 0;
-  /// Name of the failed mesh (a proc mesh is named "procs.<n>").
-  std::string mesh;
-  /// Actor key of the failed actor mesh ("" for a proc mesh).
-  std::string mesh_key;
-  /// The failed ranks of that mesh.
-  std::vector<std::uint64_t> ranks;
-  /// Address of the failed proc; key of the failed actor ("" for a proc).
-  std::string proc, actor;
-  /// Key of the owning actor ("" = this process's top level).
-  std::string owner;
-  Cause cause = ExitCode;
-  /// Exit code or signal number.
-  std::int32_t code = 0;
-  /// Readable report (with the remote error text when there is one).
-  std::string report;
-  /// The failure this one was caused by (a supervisor that gave up).
-  std::shared_ptr<SupervisionEvent> caused_by;
-  /// Binding-defined bytes (e.g. a pickled Python exception).
-  Bytes payload;
-
-  /// Decode (bounds-checked; throws DecodeError).
-  static SupervisionEvent parse(const std::uint8_t* buf, std::size_t len) {
-    if (!buf || len < 4) throw DecodeError("malformed SupervisionEvent flatbuffer");
-    detail::FbReader r{buf, len};
-    return parse_table(r, r.u32(0), 0);
-  }
-
- private:
-  static std::string str(const detail::FbReader& r, std::size_t fpos) {
-    if (!fpos) return {};
-    std::size_t sp = fpos + r.u32(fpos);
-    std::size_t sl = r.u32(sp);
-    r.need(sp + 4, sl);
-    return std::string(reinterpret_cast<const char*>(r.b + sp + 4), sl);
-  }
-  static SupervisionEvent parse_table(const detail::FbReader& r, std::size_t t, int depth) {
-    if (depth > 64) throw DecodeError("SupervisionEvent chain too deep");
-    SupervisionEvent e;
-    // Fields: 0 id, 1 mesh, 2 mesh_key, 3 ranks, 4 proc, 5 actor, 6 owner,
-    // 7 cause, 8 code, 9 report, 10 caused_by, 11 payload.
-    if (std::size_t p = r.field(t, 0)) e.id = r.u64(p);
-    e.mesh = str(r, r.field(t, 1));
-    e.mesh_key = str(r, r.field(t, 2));
-    auto [rp, rn] = r.vec(r.field(t, 3), 8);
-    for (std::size_t i = 0; i < rn; ++i) e.ranks.push_back(r.u64(rp + 8 * i));
-    e.proc = str(r, r.field(t, 4));
-    e.actor = str(r, r.field(t, 5));
-    e.owner = str(r, r.field(t, 6));
-    if (std::size_t p = r.field(t, 7)) {
-      r.need(p, 1);
-      e.cause = static_cast<Cause>(r.b[p]);
-    }
-    if (std::size_t p = r.field(t, 8)) e.code = static_cast<std::int32_t>(r.u32(p));
-    e.report = str(r, r.field(t, 9));
-    if (std::size_t p = r.field(t, 10))
-      e.caused_by = std::make_shared<SupervisionEvent>(parse_table(r, p + r.u32(p), depth + 1));
-    auto [pp, pn] = r.vec(r.field(t, 11), 1);
-    if (pn) e.payload.assign(r.b + pp, r.b + pp + pn);
-    return e;
-  }
-};
-
 /// The path of this executable (/proc/self/exe).
 inline std::string self_exe() {
   std::vector<char> buf(4096);
@@ -1139,6 +1069,16 @@ ProcMesh spawn_with(const Dims& dims, const ProcOptions& opts, F&& spawn) {
   return ProcMesh(pm);
 }
 }  // namespace detail
+
+/// Start procs with the process's runtime (as Runtime::spawn_procs), e.g.
+/// from an actor: the mesh is then owned by that actor, whose
+/// Actor::supervise hears of its failures.
+inline ProcMesh spawn_procs(const Dims& dims, const ProcOptions& opts = {}) {
+  monarch_runtime* rt = current_runtime();
+  return detail::spawn_with(dims, opts, [rt](auto... args) {
+    return monarch_proc_mesh_spawn(rt, args...);
+  });
+}
 
 /// The runtime of this process (one per process). Frees (shuts down) on
 /// destruction: stops the procs it started.
