@@ -43,7 +43,7 @@ help:
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
-	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, the in-process local_cast example, benches/supervision.py"
+	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py"
 	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
@@ -90,7 +90,7 @@ bench: venv install cpp
 	$(VPY) benches/run.py
 	$(VPY) benches/rdma.py
 	$(VPY) benches/meshes.py
-	$(CARGO) run $(CARGO_PROFILE) -q -p monarch-core --example local_cast
+	CARGO="$(CARGO)" $(VPY) benches/native_cast.py
 	$(VPY) benches/supervision.py
 
 bench-supervision: venv install

@@ -42,7 +42,7 @@ SIZES = (16, 64, 256, 1024, 4096)
 
 def build() -> None:
     subprocess.run(
-        ["cargo", "build", "--release", "-q", "-p", "monarch-core", "--example", "local_cast"],
+        [os.environ.get("CARGO", "cargo"), "build", "--release", "-q", "-p", "monarch-core", "--example", "local_cast"],
         cwd=ROOT,
         check=True,
     )

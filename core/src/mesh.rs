@@ -357,18 +357,32 @@ impl ActorMesh {
         let k = multicast::fanout();
         let direct = bases.iter().all(|&b| b < k);
         let fill_own = matches!(replies, Replies::Gather | Replies::Stream(_));
-        let routes = (!direct).then(|| {
-            let members = bases.iter().enumerate().map(|(slot, &rank)| Node {
-                rank,
-                slot: slot as u64,
-            });
-            multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), false)
+        // The view, indexed (None: it names a base rank twice; such casts
+        // take the general routing and record nothing for losses).
+        let view = (!direct).then(|| ViewIndex::new(shape).ok()).flatten();
+        let lost_before = if direct {
+            Vec::new()
+        } else {
+            self.rt.lost_procs()
+        };
+        let routes = (!direct).then(|| match &view {
+            // No proc lost: the node lists straight from the view's subtrees.
+            Some(v) if lost_before.is_empty() => multicast::Routes {
+                hops: multicast::view_node_lists(k, procs.len(), v),
+                ..Default::default()
+            },
+            _ => {
+                let members = bases.iter().enumerate().map(|(slot, &rank)| Node {
+                    rank,
+                    slot: slot as u64,
+                });
+                multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), false)
+            }
         });
         // Which points went through a forwarder is worked out only if the
         // forwarder is lost (nothing recorded per point here).
-        let relays = match (&routes, fill_own) {
-            (Some(_), true) => {
-                let view = ViewIndex::new(shape).map_err(Error::invalid)?;
+        let relays = match (view, fill_own) {
+            (Some(view), true) => {
                 let r = self.r.clone();
                 let ranks_of = move |peer: &str| -> Vec<usize> {
                     r.procs
@@ -382,7 +396,7 @@ impl ActorMesh {
                     view,
                     k,
                     procs.len(),
-                    self.rt.lost_procs(),
+                    lost_before,
                     Box::new(ranks_of),
                 )))
             }
