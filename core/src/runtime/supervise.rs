@@ -151,11 +151,19 @@ impl Inner {
         }
         let procs = lock(&self.sup.failed_procs);
         let actors = lock(&self.sup.failed_actors);
+        // The failed procs and this mesh's failed actors, by address (few),
+        // so each point costs one lookup and no allocation.
+        let mut failed: HashMap<&str, &str> = actors
+            .iter()
+            .filter(|((k, _), _)| k == key)
+            .map(|((_, a), why)| (a.as_str(), why.as_str()))
+            .collect();
+        failed.extend(procs.iter().map(|(a, why)| (a.as_str(), why.as_str())));
+        if failed.is_empty() {
+            return Ok(());
+        }
         for (rank, addr) in dests {
-            let why = procs
-                .get(addr)
-                .or_else(|| actors.get(&(key.to_string(), addr.clone())));
-            if let Some(why) = why {
+            if let Some(why) = failed.get(addr.as_str()) {
                 return Err(Error::new(
                     ErrorKind::ProcFailed,
                     format!(
