@@ -29,7 +29,6 @@ pub mod tcp;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
-use std::time::{Duration, Instant};
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
@@ -174,77 +173,38 @@ fn advise_huge_pages(ptr: usize, len: usize) {
     }
 }
 
-/// The copier threads' CPU policy (`MONARCH_RDMA_NICE`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum CopierPolicy {
-    /// `auto` (the default): `SCHED_IDLE`, falling back to nice 10 while
-    /// starved (see [`between_chunks`]).
-    Auto,
-    /// 1..19: that nice value; 20: `SCHED_IDLE` always; 0: unchanged.
-    Fixed(i32),
-}
-
-fn copier_policy() -> CopierPolicy {
-    static P: OnceLock<CopierPolicy> = OnceLock::new();
-    *P.get_or_init(|| match std::env::var("MONARCH_RDMA_NICE").as_deref() {
-        Err(_) | Ok("") | Ok("auto") => CopierPolicy::Auto,
-        Ok(v) => v
-            .parse::<i32>()
-            .map(|n| CopierPolicy::Fixed(n.clamp(0, 20)))
-            .unwrap_or(CopierPolicy::Auto),
+/// The copier threads' nice value (`MONARCH_RDMA_NICE`, default 10;
+/// 20 means `SCHED_IDLE`; 0 leaves the priority alone).
+fn copier_nice() -> i32 {
+    static N: OnceLock<i32> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("MONARCH_RDMA_NICE")
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(10)
+            .clamp(0, 20)
     })
-}
-
-/// Nice value of a starved `auto` copier.
-const STARVED_NICE: i32 = 10;
-/// A piece that took longer than this (wall time) means the copier was
-/// starved: every CPU had other work. ~50x a 1 MiB piece's copy time.
-const STARVED: Duration = Duration::from_millis(10);
-/// How long a starved `auto` copier stays at nice 10 before trying
-/// `SCHED_IDLE` again.
-const STARVED_FOR: Duration = Duration::from_millis(200);
-
-fn set_idle(idle: bool, nice: i32) {
-    let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: changing our own thread's policy (pid 0 = this thread) and
-    // nice value (Linux: per thread id).
-    unsafe {
-        if idle {
-            libc::sched_setscheduler(0, libc::SCHED_IDLE, &p);
-        } else {
-            libc::sched_setscheduler(0, libc::SCHED_OTHER, &p);
-            if nice > 0 {
-                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-                libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-            }
-        }
-    }
-}
-
-thread_local! {
-    /// For an `auto` copier: when its last piece started, and since when
-    /// it runs at nice 10 because it was starved (None: `SCHED_IDLE`).
-    static COPIER: std::cell::Cell<Option<(Instant, Option<Instant>)>> =
-        const { std::cell::Cell::new(None) };
 }
 
 /// Run the calling thread (a data-plane copier) at a lower CPU priority,
 /// so that on a machine with few cores a bulk transfer yields the CPU to
-/// the threads moving control messages. `MONARCH_RDMA_NICE`: `auto` (the
-/// default) is `SCHED_IDLE` (the copier runs only on CPUs nothing else
-/// wants) as long as it makes progress; a copier starved for 10 ms (other
-/// work on every CPU) runs at nice 10 for 200 ms, then tries `SCHED_IDLE`
-/// again, so transfers never stall on a busy machine. 1..19 is a fixed
-/// nice value, 20 is `SCHED_IDLE` always, 0 leaves the priority alone.
-pub(crate) fn lower_priority() {
-    match copier_policy() {
-        CopierPolicy::Auto => {
-            set_idle(true, 0);
-            COPIER.with(|c| c.set(Some((Instant::now(), None))));
+/// the threads moving control messages. `MONARCH_RDMA_NICE`: 1..19 is the
+/// thread's nice value (default 10: about a tenth of a core's share when
+/// every core is contended, all of an idle core), 20 is `SCHED_IDLE` (runs
+/// only on otherwise idle CPUs; starves on a busy machine), 0 leaves the
+/// priority alone.
+fn lower_priority() {
+    let nice = copier_nice();
+    // SAFETY: changing our own thread's policy (pid 0 = this thread) or
+    // nice value (Linux: per thread id).
+    unsafe {
+        if nice == 20 {
+            let p = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &p);
+        } else if nice > 0 {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
         }
-        CopierPolicy::Fixed(20) => set_idle(true, 0),
-        CopierPolicy::Fixed(n) if n > 0 => set_idle(false, n),
-        CopierPolicy::Fixed(_) => {}
     }
 }
 
@@ -259,7 +219,7 @@ pub(crate) struct Copier {
 }
 
 pub(crate) fn copier(len: usize) -> Copier {
-    if len <= bulk_chunk() || copier_policy() == CopierPolicy::Fixed(0) {
+    if len <= bulk_chunk() || copier_nice() == 0 {
         return Copier { restore: None };
     }
     // SAFETY: querying our own thread's policy and nice value.
@@ -281,7 +241,6 @@ impl Drop for Copier {
         let Some((policy, nice)) = self.restore else {
             return;
         };
-        COPIER.with(|c| c.set(None));
         let p = libc::sched_param { sched_priority: 0 };
         // SAFETY: restoring our own thread's policy and nice value.
         unsafe {
@@ -293,11 +252,11 @@ impl Drop for Copier {
 }
 
 /// Bulk copies are cut into pieces of this many bytes, with a
-/// `sched_yield` between pieces (`MONARCH_RDMA_CHUNK`, default 1 MiB,
+/// `sched_yield` between pieces (`MONARCH_RDMA_CHUNK`, default 4 MiB,
 /// at least 64 KiB). A kernel without preemption (this VM's) runs a
 /// `process_vm_readv` or socket copy to its end before a woken thread can
-/// have that CPU; small pieces bound how long a control message's thread
-/// waits behind a copier (1 MiB: about 0.1-0.2 ms), and the yield hands the
+/// have that CPU; the piece bounds how long a control message's thread
+/// waits behind a copier (4 MiB: about 0.5 ms), and the yield hands the
 /// CPU to such a thread at once instead of at the copier's next tick.
 pub(crate) fn bulk_chunk() -> usize {
     static C: OnceLock<usize> = OnceLock::new();
@@ -305,35 +264,15 @@ pub(crate) fn bulk_chunk() -> usize {
         std::env::var("MONARCH_RDMA_CHUNK")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(1 << 20)
+            .unwrap_or(4 << 20)
             .max(64 << 10)
     })
 }
 
 /// Between two pieces of a bulk copy: let any runnable thread (a control
-/// message's) have this CPU first (cheap when none is waiting), and for an
-/// `auto` copier, switch between `SCHED_IDLE` and nice 10 (see
-/// [`lower_priority`]).
+/// message's) have this CPU first. Cheap when none is waiting.
 pub(crate) fn between_chunks() {
     std::thread::yield_now();
-    COPIER.with(|c| {
-        let Some((last, starved_since)) = c.get() else {
-            return;
-        };
-        let now = Instant::now();
-        let starved_since = match starved_since {
-            None if now.duration_since(last) > STARVED => {
-                set_idle(false, STARVED_NICE);
-                Some(now)
-            }
-            Some(t) if now.duration_since(t) > STARVED_FOR => {
-                set_idle(true, 0);
-                None
-            }
-            s => s,
-        };
-        c.set(Some((now, starved_since)));
-    });
 }
 
 /// A registered buffer, or a handle on someone else's.
