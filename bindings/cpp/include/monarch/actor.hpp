@@ -394,7 +394,8 @@ class Call {
   /// thread or proc, by sending to that port (monarch::defer_reply and
   /// monarch::Port in monarch.hpp). Only endpoints run by the worker loop
   /// of monarch.hpp can defer; elsewhere (constructors, plugin actors)
-  /// this throws std::logic_error.
+  /// this throws std::logic_error. Call it while the endpoint runs, not on
+  /// a copy of the Call kept for later (it refers to the event in hand).
   Bytes take_reply_port() const {
     if (!take_port_)
       throw std::logic_error(
