@@ -3,135 +3,27 @@
 //! work when `RDMA_TEST_OWNER` is set), so every transfer crosses a process
 //! boundary the way it does between procs.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use monarch_core::rdma::{self, Backend, Buffer};
 use monarch_core::ErrorKind;
 
+mod common;
+use common::{pattern, serve_owner_if_asked, Owner};
+
 const TOKEN: &str = "rdma-test-token";
 
-fn pattern(i: usize) -> u8 {
-    (i.wrapping_mul(131) ^ (i >> 9)) as u8
-}
-
-/// The owner side, run in a child process. Protocol on stdin/stdout:
-/// it prints `desc <hex>` for its buffer, then obeys lines `drop`,
-/// `sum <off> <len>` (prints the bytes' sum and first byte) and exits at EOF.
+/// The owner side (see `common`), when this binary runs as the owner.
 #[test]
 fn owner_child() {
-    let Ok(size) = std::env::var("RDMA_TEST_OWNER") else {
-        return;
-    };
-    let size: usize = size.parse().unwrap();
-    rdma::init(TOKEN, "unix:owner-child");
-    let mut mem: Vec<u8> = (0..size).map(pattern).collect();
-    let buf = rdma::register(None, mem.as_mut_ptr() as usize, size, true, 1).unwrap();
-    let hex: String = buf
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "desc {hex}").unwrap();
-    out.flush().unwrap();
-    for line in std::io::stdin().lock().lines() {
-        let line = line.unwrap();
-        let w: Vec<&str> = line.split_whitespace().collect();
-        match w.as_slice() {
-            ["drop"] => {
-                buf.drop_buffer().unwrap();
-                writeln!(out, "dropped").unwrap();
-            }
-            ["sum", off, len] => {
-                let (o, l): (usize, usize) = (off.parse().unwrap(), len.parse().unwrap());
-                // SAFETY-free: read our own Vec through its pointer, since
-                // peers may have written into it.
-                let s: u64 = mem[o..o + l].iter().map(|&b| b as u64).sum();
-                writeln!(out, "sum {s} {}", mem[o]).unwrap();
-            }
-            _ => {}
-        }
-        out.flush().unwrap();
-    }
-    drop(buf);
-    drop(mem);
-    std::process::exit(0);
+    serve_owner_if_asked(OWNER_VAR, TOKEN, "unix:owner-child");
 }
 
-struct Owner {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: BufReader<std::process::ChildStdout>,
-    desc: Vec<u8>,
-}
+const OWNER_VAR: &str = "RDMA_TEST_OWNER";
 
-impl Owner {
-    fn start(size: usize) -> Owner {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "owner_child", "--nocapture", "--test-threads=1"])
-            .env("RDMA_TEST_OWNER", size.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let desc = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "owner exited early");
-            // libtest prints "test owner_child ... " before our output.
-            if let Some(h) = line.trim().split("desc ").nth(1) {
-                break (0..h.len() / 2)
-                    .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
-                    .collect();
-            }
-        };
-        Owner {
-            child,
-            stdin,
-            out,
-            desc,
-        }
-    }
-
-    fn ask(&mut self, cmd: &str) -> String {
-        let s = self.stdin.as_mut().unwrap();
-        writeln!(s, "{cmd}").unwrap();
-        s.flush().unwrap();
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line.trim().to_string()
-    }
-
-    fn handle(&self, backend: Backend) -> Arc<Buffer> {
-        let b = Buffer::from_bytes(None, &self.desc).unwrap();
-        b.set_backend(backend);
-        b
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        self.stdin.take();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-    }
+fn start_owner(size: usize) -> Owner {
+    Owner::start(OWNER_VAR, size, |_| {})
 }
 
 fn setup() {
@@ -159,9 +51,9 @@ fn backends() -> [Backend; 2] {
 fn reads_are_byte_exact_at_offsets_and_sizes() {
     setup();
     let size = 24 << 20;
-    let owner = Owner::start(size);
+    let owner = start_owner(size);
     for b in backends() {
-        let buf = owner.handle(b);
+        let buf = owner.handle_via(b);
         assert_eq!(buf.size(), size as u64);
         for (off, len) in [
             (0, 1),
@@ -181,9 +73,9 @@ fn reads_are_byte_exact_at_offsets_and_sizes() {
 fn writes_land_in_the_owner_memory() {
     setup();
     let size = 20 << 20;
-    let mut owner = Owner::start(size);
+    let mut owner = start_owner(size);
     for (k, b) in backends().into_iter().enumerate() {
-        let buf = owner.handle(b);
+        let buf = owner.handle_via(b);
         let off = 1000 + k * (10 << 20);
         let len = 9 << 20;
         let v = (7 + k) as u8;
@@ -207,9 +99,9 @@ fn writes_land_in_the_owner_memory() {
 fn many_concurrent_transfers() {
     setup();
     let size = 8 << 20;
-    let owner = Owner::start(size);
+    let owner = start_owner(size);
     for b in backends() {
-        let buf = owner.handle(b);
+        let buf = owner.handle_via(b);
         std::thread::scope(|s| {
             for t in 0..24 {
                 let buf = &buf;
@@ -227,9 +119,9 @@ fn many_concurrent_transfers() {
 #[test]
 fn out_of_range_and_wrong_size_are_refused() {
     setup();
-    let owner = Owner::start(1 << 20);
+    let owner = start_owner(1 << 20);
     for b in backends() {
-        let buf = owner.handle(b);
+        let buf = owner.handle_via(b);
         let mut dst = vec![0u8; 2 << 20];
         let e = buf
             .read_into(0, dst.as_mut_ptr() as usize, (1 << 20) + 1)
@@ -246,8 +138,11 @@ fn out_of_range_and_wrong_size_are_refused() {
 #[test]
 fn dropped_buffer_is_refused_by_owner_and_handle() {
     setup();
-    let mut owner = Owner::start(1 << 20);
-    let bufs: Vec<_> = backends().into_iter().map(|b| owner.handle(b)).collect();
+    let mut owner = start_owner(1 << 20);
+    let bufs: Vec<_> = backends()
+        .into_iter()
+        .map(|b| owner.handle_via(b))
+        .collect();
     for b in &bufs {
         check_read(b, 0, 4096);
     }
@@ -265,7 +160,7 @@ fn dropped_buffer_is_refused_by_owner_and_handle() {
         assert!(e.message.contains("not registered"), "{}", e.message);
     }
     // A handle dropped locally refuses use without asking anyone.
-    let h = owner.handle(Backend::Tcp);
+    let h = owner.handle_via(Backend::Tcp);
     assert!(h.drop_buffer().is_ok()); // the owner already released it: still fine
     let mut dst = vec![0u8; 16];
     let e = h.read_into(0, dst.as_mut_ptr() as usize, 16).unwrap_err();
@@ -276,9 +171,9 @@ fn dropped_buffer_is_refused_by_owner_and_handle() {
 #[test]
 fn remote_drop_releases_the_owner_registration() {
     setup();
-    let owner = Owner::start(1 << 20);
-    let a = owner.handle(Backend::SameHost);
-    let b = owner.handle(Backend::Tcp);
+    let owner = start_owner(1 << 20);
+    let a = owner.handle_via(Backend::SameHost);
+    let b = owner.handle_via(Backend::Tcp);
     check_read(&b, 0, 100);
     a.drop_buffer().unwrap();
     let mut dst = vec![0u8; 100];
@@ -290,8 +185,8 @@ fn remote_drop_releases_the_owner_registration() {
 fn dead_owner_fails_cleanly() {
     setup();
     for b in backends() {
-        let mut owner = Owner::start(1 << 20);
-        let buf = owner.handle(b);
+        let mut owner = start_owner(1 << 20);
+        let buf = owner.handle_via(b);
         check_read(&buf, 0, 1000);
         owner.kill();
         let mut dst = vec![0u8; 1000];
@@ -309,8 +204,8 @@ fn owner_dying_mid_transfer_fails_cleanly() {
     setup();
     let size = 256 << 20;
     for b in backends() {
-        let mut owner = Owner::start(size);
-        let buf = owner.handle(b);
+        let mut owner = start_owner(size);
+        let buf = owner.handle_via(b);
         let pid = owner.child.id();
         let reader = std::thread::spawn(move || {
             let mut dst = vec![0u8; size];
@@ -338,7 +233,7 @@ fn owner_dying_mid_transfer_fails_cleanly() {
 fn wrong_token_is_refused() {
     // A separate process, so this test's token does not leak into others.
     if std::env::var("RDMA_TEST_WRONG_TOKEN").is_err() {
-        let owner = Owner::start(4096);
+        let owner = start_owner(4096);
         let hex: String = owner.desc.iter().map(|b| format!("{b:02x}")).collect();
         let st = Command::new(std::env::current_exe().unwrap())
             .args([
@@ -373,7 +268,7 @@ fn selection_falls_back_when_ibverbs_is_absent() {
     let probe = rdma::ibverbs::probe();
     assert!(!probe.available, "this machine has no RDMA device");
     assert!(!probe.reason.is_empty());
-    let owner = Owner::start(4096);
+    let owner = start_owner(4096);
     let buf = Buffer::from_bytes(None, &owner.desc).unwrap();
     assert_eq!(buf.choose_with(None), Backend::SameHost);
     assert_eq!(buf.choose_with(Some(Backend::Ibverbs)), Backend::SameHost);

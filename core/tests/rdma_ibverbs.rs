@@ -12,20 +12,18 @@
 //!
 //! Like `rdma.rs`, this binary re-executes itself as the buffer's owner.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Once};
+use std::process::Command;
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use monarch_core::rdma::{self, Backend, Buffer};
 use monarch_core::ErrorKind;
 
-const TOKEN: &str = "rdma-verbs-test-token";
+mod common;
+use common::{pattern, serve_owner_if_asked, Owner};
 
-fn pattern(i: usize) -> u8 {
-    (i.wrapping_mul(151) ^ (i >> 11)) as u8
-}
+const TOKEN: &str = "rdma-verbs-test-token";
 
 fn fake_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fake-ibverbs")
@@ -73,117 +71,19 @@ fn setup() {
     });
 }
 
-/// The owner side, run in a child process (see `rdma.rs`): prints
-/// `desc <hex>`, then obeys `sum <off> <len>`, `drop`; exits at EOF.
+/// The owner side (see `common`), when this binary runs as the owner.
 #[test]
 fn owner_child() {
-    let Ok(size) = std::env::var("RDMA_VERBS_OWNER") else {
-        return;
-    };
-    let size: usize = size.parse().unwrap();
-    rdma::init(TOKEN, "unix:verbs-owner-child");
-    let mut mem: Vec<u8> = (0..size).map(pattern).collect();
-    let buf = rdma::register(None, mem.as_mut_ptr() as usize, size, true, 1).unwrap();
-    let hex: String = buf
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "desc {hex}").unwrap();
-    out.flush().unwrap();
-    for line in std::io::stdin().lock().lines() {
-        let line = line.unwrap();
-        let w: Vec<&str> = line.split_whitespace().collect();
-        match w.as_slice() {
-            ["drop"] => {
-                buf.drop_buffer().unwrap();
-                writeln!(out, "dropped").unwrap();
-            }
-            ["sum", off, len] => {
-                let (o, l): (usize, usize) = (off.parse().unwrap(), len.parse().unwrap());
-                let s: u64 = mem[o..o + l].iter().map(|&b| b as u64).sum();
-                writeln!(out, "sum {s} {}", mem[o]).unwrap();
-            }
-            _ => {}
-        }
-        out.flush().unwrap();
-    }
-    drop(buf);
-    drop(mem);
-    std::process::exit(0);
+    serve_owner_if_asked(OWNER_VAR, TOKEN, "unix:verbs-owner-child");
 }
 
-struct Owner {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: BufReader<std::process::ChildStdout>,
-    desc: Vec<u8>,
-}
+const OWNER_VAR: &str = "RDMA_VERBS_OWNER";
 
-impl Owner {
-    /// An owner loading the fake variant `lib`.
-    fn start(size: usize, lib: &str) -> Owner {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "owner_child", "--nocapture", "--test-threads=1"])
-            .env("RDMA_VERBS_OWNER", size.to_string())
-            .env("MONARCH_IBVERBS_LIB", fake(lib))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let desc = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "owner exited early");
-            if let Some(h) = line.trim().split("desc ").nth(1) {
-                break (0..h.len() / 2)
-                    .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
-                    .collect();
-            }
-        };
-        Owner {
-            child,
-            stdin,
-            out,
-            desc,
-        }
-    }
-
-    fn ask(&mut self, cmd: &str) -> String {
-        let s = self.stdin.as_mut().unwrap();
-        writeln!(s, "{cmd}").unwrap();
-        s.flush().unwrap();
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line.trim().to_string()
-    }
-
-    fn handle(&self) -> Arc<Buffer> {
-        Buffer::from_bytes(None, &self.desc).unwrap()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        self.stdin.take();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-    }
+/// An owner loading the fake variant `lib`.
+fn start_owner(size: usize, lib: &str) -> Owner {
+    Owner::start(OWNER_VAR, size, |cmd| {
+        cmd.env("MONARCH_IBVERBS_LIB", fake(lib));
+    })
 }
 
 fn check_read(buf: &Buffer, off: usize, len: usize) -> Backend {
@@ -228,13 +128,13 @@ fn probe_reports_each_missing_piece() {
 #[test]
 fn verbs_is_chosen_when_both_sides_have_a_device() {
     setup();
-    let owner = Owner::start(4096, "ok");
+    let owner = start_owner(4096, "ok");
     let buf = owner.handle();
     assert_eq!(buf.choose_with(None), Backend::Ibverbs);
     assert_eq!(buf.choose_with(Some(Backend::Tcp)), Backend::Tcp);
     assert_eq!(buf.choose_with(Some(Backend::SameHost)), Backend::SameHost);
     // An owner without a device does not offer it: same-host is used.
-    let plain = Owner::start(4096, "nodev");
+    let plain = start_owner(4096, "nodev");
     assert_eq!(plain.handle().choose_with(None), Backend::SameHost);
     assert_eq!(
         plain.handle().choose_with(Some(Backend::Ibverbs)),
@@ -248,7 +148,7 @@ fn reads_are_byte_exact_at_offsets_and_sizes() {
     let size = 24 << 20;
     // The owner registers with ibv_reg_mr_iova2 (no ibv_reg_mr symbol).
     for lib in ["ok", "iova2"] {
-        let owner = Owner::start(size, lib);
+        let owner = start_owner(size, lib);
         let buf = owner.handle();
         for (off, len) in [
             (0, 1),
@@ -270,7 +170,7 @@ fn reads_are_byte_exact_at_offsets_and_sizes() {
 #[test]
 fn writes_land_in_the_owner_memory() {
     setup();
-    let mut owner = Owner::start(20 << 20, "ok");
+    let mut owner = start_owner(20 << 20, "ok");
     let buf = owner.handle();
     let src = vec![3u8; 9 << 20];
     let b = buf
@@ -290,7 +190,7 @@ fn writes_land_in_the_owner_memory() {
 #[test]
 fn many_concurrent_transfers() {
     setup();
-    let owner = Owner::start(8 << 20, "ok");
+    let owner = start_owner(8 << 20, "ok");
     let buf = owner.handle();
     std::thread::scope(|s| {
         for t in 0..8usize {
@@ -308,7 +208,7 @@ fn many_concurrent_transfers() {
 #[test]
 fn refusals_and_a_dropped_buffer_are_clear_errors() {
     setup();
-    let mut owner = Owner::start(1 << 20, "ok");
+    let mut owner = start_owner(1 << 20, "ok");
     let buf = owner.handle();
     let mut dst = vec![0u8; 2 << 20];
     let e = buf
@@ -327,7 +227,7 @@ fn refusals_and_a_dropped_buffer_are_clear_errors() {
 #[test]
 fn dead_owner_fails_cleanly() {
     setup();
-    let mut owner = Owner::start(1 << 20, "ok");
+    let mut owner = start_owner(1 << 20, "ok");
     let buf = owner.handle();
     check_read(&buf, 0, 1000);
     owner.kill();
@@ -345,7 +245,7 @@ fn unconnectable_queue_pairs_fall_back_to_tcp() {
     setup();
     // The owner's queue pairs never reach RTR: the owner refuses the
     // connection, the reader switches this owner to TCP and the read works.
-    let owner = Owner::start(1 << 20, "broken");
+    let owner = start_owner(1 << 20, "broken");
     let buf = owner.handle();
     assert_eq!(buf.choose_with(None), Backend::Ibverbs);
     assert_eq!(check_read(&buf, 5, 100_000), Backend::Tcp);

@@ -5,18 +5,15 @@
 //! byte-exact over TLS; a TLS reader cannot use a plain owner (a clear
 //! error, no hang).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use monarch_core::rdma::{self, Backend, Buffer};
+use monarch_core::rdma::{self, Backend};
+
+mod common;
+use common::{pattern, serve_owner_if_asked, Owner};
 
 const TOKEN: &str = "rdma-tls-test-token";
-
-fn pattern(i: usize) -> u8 {
-    (i.wrapping_mul(131) ^ (i >> 9)) as u8
-}
 
 /// A CA and two leaves in PEM files; returns [(cert, key, ca)] paths.
 fn pki() -> &'static [[PathBuf; 3]; 2] {
@@ -59,55 +56,17 @@ fn setup() {
     });
 }
 
-/// The owner side, run in a child process: prints `desc <hex>`, answers
-/// `sum <off> <len>`, exits at EOF.
+/// The owner side (see `common`), when this binary runs as the owner.
 #[test]
 fn owner_child() {
-    let Ok(size) = std::env::var("RDMA_TLS_OWNER") else {
-        return;
-    };
-    let size: usize = size.parse().unwrap();
-    rdma::init(TOKEN, "unix:tls-owner-child");
-    let mut mem: Vec<u8> = (0..size).map(pattern).collect();
-    let buf = rdma::register(None, mem.as_mut_ptr() as usize, size, true, 1).unwrap();
-    let hex: String = buf
-        .to_bytes()
-        .unwrap()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "desc {hex}").unwrap();
-    out.flush().unwrap();
-    for line in std::io::stdin().lock().lines() {
-        let line = line.unwrap();
-        if let ["sum", off, len] = line.split_whitespace().collect::<Vec<_>>().as_slice() {
-            let (o, l): (usize, usize) = (off.parse().unwrap(), len.parse().unwrap());
-            let s: u64 = mem[o..o + l].iter().map(|&b| b as u64).sum();
-            writeln!(out, "sum {s}").unwrap();
-            out.flush().unwrap();
-        }
-    }
-    drop(buf);
-    drop(mem);
-    std::process::exit(0);
+    serve_owner_if_asked(OWNER_VAR, TOKEN, "unix:tls-owner-child");
 }
 
-struct Owner {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: BufReader<std::process::ChildStdout>,
-    desc: Vec<u8>,
-}
+const OWNER_VAR: &str = "RDMA_TLS_OWNER";
 
-impl Owner {
-    fn start(size: usize, tls: bool) -> Owner {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "owner_child", "--nocapture", "--test-threads=1"])
-            .env("RDMA_TLS_OWNER", size.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+/// An owner with (`tls`) or without a TLS configuration of its own.
+fn start_owner(size: usize, tls: bool) -> Owner {
+    Owner::start(OWNER_VAR, size, |cmd| {
         if tls {
             let [cert, key, ca] = &pki()[1];
             cmd.env("MONARCH_TLS_CERT", cert)
@@ -118,55 +77,15 @@ impl Owner {
                 cmd.env_remove(v);
             }
         }
-        let mut child = cmd.spawn().unwrap();
-        let stdin = child.stdin.take();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let desc = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "owner exited early");
-            if let Some(h) = line.trim().split("desc ").nth(1) {
-                break (0..h.len() / 2)
-                    .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
-                    .collect();
-            }
-        };
-        Owner {
-            child,
-            stdin,
-            out,
-            desc,
-        }
-    }
-
-    fn ask(&mut self, cmd: &str) -> String {
-        let s = self.stdin.as_mut().unwrap();
-        writeln!(s, "{cmd}").unwrap();
-        s.flush().unwrap();
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line.trim().to_string()
-    }
-
-    fn tcp_handle(&self) -> Arc<Buffer> {
-        let b = Buffer::from_bytes(None, &self.desc).unwrap();
-        b.set_backend(Backend::Tcp);
-        b
-    }
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        self.stdin.take();
-        let _ = self.child.wait();
-    }
+    })
 }
 
 #[test]
 fn striped_reads_and_writes_over_tls_are_byte_exact() {
     setup();
     let size = 24 << 20;
-    let mut owner = Owner::start(size, true);
-    let buf = owner.tcp_handle();
+    let mut owner = start_owner(size, true);
+    let buf = owner.handle_via(Backend::Tcp);
     for (off, len) in [(0, 1), (4093, 70_000), (0, size), (12345, 9 << 20)] {
         let mut dst = vec![0xEEu8; len];
         buf.read_into(off as u64, dst.as_mut_ptr() as usize, len)
@@ -181,7 +100,7 @@ fn striped_reads_and_writes_over_tls_are_byte_exact() {
         .unwrap();
     assert_eq!(
         owner.ask(&format!("sum {off} {len}")),
-        format!("sum {}", 9 * len as u64)
+        format!("sum {} 9", 9 * len as u64)
     );
     assert_eq!(buf.backend().unwrap(), Backend::Tcp);
 }
@@ -189,8 +108,8 @@ fn striped_reads_and_writes_over_tls_are_byte_exact() {
 #[test]
 fn a_tls_reader_cannot_use_a_plain_owner() {
     setup();
-    let owner = Owner::start(1 << 20, false);
-    let buf = owner.tcp_handle();
+    let owner = start_owner(1 << 20, false);
+    let buf = owner.handle_via(Backend::Tcp);
     let mut dst = vec![0u8; 4096];
     let e = buf
         .read_into(0, dst.as_mut_ptr() as usize, 4096)
