@@ -8,11 +8,10 @@
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
-use monarch_core::{
-    ActorMesh, CallMode, Future, MeshView, PointValue, ProcMesh, Runtime, Shape, ValueMesh,
-};
+use monarch_core::{ActorMesh, CallMode, MeshView, ProcMesh, Runtime, Shape};
 
-const HANG: Duration = Duration::from_secs(60);
+mod common;
+use common::{call, i64_of, wait, Controller, HANG};
 
 fn init() {
     static ONCE: Once = Once::new();
@@ -20,37 +19,6 @@ fn init() {
         // SAFETY: set once, before any thread of this test binary reads it.
         std::env::set_var("MONARCH_CAST_FANOUT", "2");
     });
-}
-
-struct Controller {
-    rt: Runtime,
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.rt.shutdown();
-    }
-}
-
-fn ok(f: &Future) -> ValueMesh {
-    assert!(
-        f.wait(Some(HANG)),
-        "future did not complete within {HANG:?}"
-    );
-    f.take()
-        .expect("result already taken")
-        .expect("call failed as a whole")
-}
-
-fn call(am: &ActorMesh, method: &str, parts: &[&[u8]]) -> ValueMesh {
-    ok(&am.call(method, parts, CallMode::All).unwrap().unwrap())
-}
-
-fn i64_of(v: &PointValue) -> i64 {
-    match v {
-        PointValue::Ok(p) => i64::from_le_bytes(p[0][..8].try_into().unwrap()),
-        PointValue::Err { message, .. } => panic!("error point: {message}"),
-    }
 }
 
 /// Relays in flight at each listed rank (asked one rank at a time, so no
@@ -71,7 +39,7 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
     let argv = vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()];
     let pm = ProcMesh::spawn(&c.rt, Shape::new(&[("gpus", 8)]).unwrap(), &argv, &[]).unwrap();
     let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
-    assert!(ok(&ready).values.iter().all(|v| !v.is_err()));
+    assert!(wait(&ready).values.iter().all(|v| !v.is_err()));
     let all: Vec<usize> = (0..8).collect();
     for _ in 0..3 {
         let vm = call(&am, "rank", &[]);
@@ -98,8 +66,8 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
         .unwrap();
     let cast = am.call("rank", &[], CallMode::All).unwrap().unwrap();
     std::fs::write(&gate, b"").unwrap();
-    let vm_exit = ok(&exit);
-    let vm = ok(&cast);
+    let vm_exit = wait(&exit);
+    let vm = wait(&cast);
     let _ = std::fs::remove_file(&gate);
     assert!(vm_exit.values[0].is_err());
     for (r, v) in vm.values.iter().enumerate() {
@@ -129,7 +97,7 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
         vm.values.iter().map(i64_of).collect::<Vec<_>>(),
         (0..7).collect::<Vec<i64>>()
     );
-    let _ = ok(&pm.stop());
+    let _ = wait(&pm.stop());
     assert_eq!(
         c.rt.lost_count(),
         0,
@@ -140,9 +108,9 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
     for _ in 0..2 {
         let pm = ProcMesh::spawn(&c.rt, Shape::new(&[("gpus", 4)]).unwrap(), &argv, &[]).unwrap();
         let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
-        ok(&ready);
+        wait(&ready);
         assert_eq!(call(&am, "rank", &[]).values.len(), 4);
-        let _ = ok(&pm.stop());
+        let _ = wait(&pm.stop());
     }
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(c.rt.lost_count(), 0);

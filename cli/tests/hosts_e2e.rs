@@ -14,14 +14,15 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use monarch_core::frame::write_frame;
+
+mod common;
+use common::{call, wait, Controller, HANG};
 use monarch_core::wire::{Envelope, Kind};
 use monarch_core::{
-    ActorMesh, CallMode, Future, HostMesh, MeshView, PointValue, ProcMesh, Runtime, ValueMesh,
+    ActorMesh, CallMode, HostMesh, MeshView, PointValue, ProcMesh, Runtime, ValueMesh,
 };
 
 const SECRET: &str = "hosts-e2e-test-secret";
-const HANG: Duration = Duration::from_secs(60);
-
 fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -84,24 +85,6 @@ impl Drop for Agent {
     }
 }
 
-struct Controller {
-    rt: Runtime,
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.rt.shutdown();
-    }
-}
-
-fn wait(f: &Future) -> ValueMesh {
-    assert!(
-        f.wait(Some(HANG)),
-        "future did not complete within {HANG:?}"
-    );
-    f.take().unwrap().expect("operation failed as a whole")
-}
-
 fn ranks(vm: &ValueMesh) -> Vec<Result<i64, String>> {
     vm.values
         .iter()
@@ -110,10 +93,6 @@ fn ranks(vm: &ValueMesh) -> Vec<Result<i64, String>> {
             PointValue::Err { message, .. } => Err(message.clone()),
         })
         .collect()
-}
-
-fn call(am: &ActorMesh, method: &str) -> ValueMesh {
-    wait(&am.call(method, &[], CallMode::All).unwrap().unwrap())
 }
 
 fn spawn_2x2(c: &Controller, agents: &[&Agent]) -> (HostMesh, ProcMesh, ActorMesh) {
@@ -142,11 +121,11 @@ fn procs_on_two_agents_answer_slice_and_stop() {
         rt: Runtime::new().unwrap(),
     };
     let (hm, pm, am) = spawn_2x2(&c, &[&a0, &a1]);
-    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    assert_eq!(ranks(&call(&am, "rank", &[])), [Ok(0), Ok(1), Ok(2), Ok(3)]);
     let host1 = am.at("hosts", 1).unwrap();
-    assert_eq!(ranks(&call(&host1, "rank")), [Ok(0), Ok(1)]);
+    assert_eq!(ranks(&call(&host1, "rank", &[])), [Ok(0), Ok(1)]);
     let col = am.at("gpus", 1).unwrap();
-    assert_eq!(call(&col, "rank").values.len(), 2);
+    assert_eq!(call(&col, "rank", &[]).values.len(), 2);
     // A sliced host mesh spawns only on its hosts.
     let one = hm.at("hosts", 1).unwrap();
     assert_eq!(one.hosts(), [format!("tcp:{}", a1.addr)]);
@@ -155,7 +134,7 @@ fn procs_on_two_agents_answer_slice_and_stop() {
     assert_eq!(pm1.shape().sizes(), [3]);
     let (am1, ready) = pm1.spawn_actors("e1", "echo", &[]).unwrap();
     wait(&ready);
-    assert_eq!(call(&am1, "rank").values.len(), 3);
+    assert_eq!(call(&am1, "rank", &[]).values.len(), 3);
     // Stopping works through the agents.
     wait(&pm1.stop());
     wait(&pm.stop());
@@ -170,7 +149,7 @@ fn losing_a_host_fails_exactly_its_ranks() {
         rt: Runtime::new().unwrap(),
     };
     let (_hm, _pm, am) = spawn_2x2(&c, &[&a0, &a1]);
-    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    assert_eq!(ranks(&call(&am, "rank", &[])), [Ok(0), Ok(1), Ok(2), Ok(3)]);
     // Host 1's agent dies hard; its procs die with it (parent-death signal).
     let _ = a1.child.kill();
     let _ = a1.child.wait();
@@ -190,7 +169,7 @@ fn losing_a_host_fails_exactly_its_ranks() {
     assert!(t.elapsed() < HANG);
     // Later calls: host 0 keeps working, host 1 fails at once.
     assert_eq!(
-        ranks(&call(&am.at("hosts", 0).unwrap(), "rank")),
+        ranks(&call(&am.at("hosts", 0).unwrap(), "rank", &[])),
         [Ok(0), Ok(1)]
     );
     let e = match am.at("hosts", 1).unwrap().call("rank", &[], CallMode::All) {
@@ -296,7 +275,7 @@ fn hostile_clients_are_refused_and_the_agent_keeps_serving() {
         rt: Runtime::new().unwrap(),
     };
     let (_hm, _pm, am) = spawn_2x2(&c, &[&a, &a]);
-    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    assert_eq!(ranks(&call(&am, "rank", &[])), [Ok(0), Ok(1), Ok(2), Ok(3)]);
     assert!(a.alive());
 }
 
@@ -341,7 +320,7 @@ fn sigterm_stops_the_agent_and_its_procs() {
         rt: Runtime::new().unwrap(),
     };
     let (_hm, _pm, am) = spawn_2x2(&c, &[&a, &a]);
-    assert_eq!(call(&am, "rank").values.len(), 4);
+    assert_eq!(call(&am, "rank", &[]).values.len(), 4);
     let procs = children_of(a.child.id());
     assert_eq!(procs.len(), 4, "agent children: {procs:?}");
     // SAFETY: signalling our own child.
@@ -402,7 +381,7 @@ fn procs_of_one_agent_talk_over_unix_sockets() {
     wait(&ready);
     // Fan-out 2: rank 0 forwards casts (the spawn too) to ranks 2 and 3,
     // on the same host.
-    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    assert_eq!(ranks(&call(&am, "rank", &[])), [Ok(0), Ok(1), Ok(2), Ok(3)]);
     assert!(
         unix_conns_under(a.child.id()) >= 2,
         "procs of one agent did not connect over Unix sockets"
@@ -419,7 +398,7 @@ fn hung_remote_procs_fail_by_heartbeat_and_their_agent_kills_them() {
         rt: Runtime::new().unwrap(),
     };
     let (_hm, _pm, am) = spawn_2x2(&c, &[&a0, &a1]);
-    assert_eq!(ranks(&call(&am, "rank")), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    assert_eq!(ranks(&call(&am, "rank", &[])), [Ok(0), Ok(1), Ok(2), Ok(3)]);
     // Freeze host 1's procs: their TCP connections stay up, only the
     // heartbeats tell.
     let frozen = children_of(a1.child.id());

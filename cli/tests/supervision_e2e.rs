@@ -8,27 +8,13 @@
 use std::time::{Duration, Instant};
 
 use monarch_core::{
-    ActorMesh, CallMode, ErrorKind, FailureCause, Future, MeshView, PointValue, ProcMesh, Runtime,
-    Shape, SupervisionEvent, ValueMesh,
+    ActorMesh, CallMode, ErrorKind, FailureCause, MeshView, ProcMesh, Shape, SupervisionEvent,
 };
 
-const HANG: Duration = Duration::from_secs(30);
-
-fn worker_argv() -> Vec<String> {
-    vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()]
-}
-
-struct Controller {
-    rt: Runtime,
-}
+mod common;
+use common::{call, err_msg, i64_of, wait, worker_argv, Controller, HANG};
 
 impl Controller {
-    fn new() -> Controller {
-        Controller {
-            rt: Runtime::new().expect("controller runtime"),
-        }
-    }
-
     fn procs(&self, n: usize) -> ProcMesh {
         let shape = Shape::new(&[("gpus", n)]).unwrap();
         ProcMesh::spawn(&self.rt, shape, &worker_argv(), &[]).expect("spawn procs")
@@ -45,40 +31,6 @@ impl Controller {
             Err(e) => assert_eq!(e.kind, ErrorKind::Timeout, "{e}"),
             Ok(ev) => panic!("unexpected supervision event: {ev:?}"),
         }
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.rt.shutdown();
-    }
-}
-
-fn wait(f: &Future) -> ValueMesh {
-    assert!(
-        f.wait(Some(HANG)),
-        "future did not complete within {HANG:?}"
-    );
-    f.take()
-        .expect("result already taken")
-        .expect("operation failed as a whole")
-}
-
-fn call(am: &ActorMesh, method: &str, parts: &[&[u8]]) -> ValueMesh {
-    wait(&am.call(method, parts, CallMode::All).unwrap().unwrap())
-}
-
-fn i64_of(v: &PointValue) -> i64 {
-    match v {
-        PointValue::Ok(parts) => i64::from_le_bytes(parts[0].as_slice().try_into().unwrap()),
-        PointValue::Err { message, .. } => panic!("expected a value, got error: {message}"),
-    }
-}
-
-fn err_msg(v: &PointValue) -> &str {
-    match v {
-        PointValue::Err { message, .. } => message,
-        PointValue::Ok(p) => panic!("expected an error point, got value {p:?}"),
     }
 }
 

@@ -17,15 +17,14 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use monarch_core::auth::{connect_handshake, AuthError};
+
+mod common;
+use common::{call, ints, wait, Controller, HANG};
 use monarch_core::tls::TlsConfig;
 use monarch_core::transport::Stream;
-use monarch_core::{
-    ActorMesh, CallMode, Future, HostMesh, MeshView, PointValue, Runtime, ValueMesh,
-};
+use monarch_core::{ActorMesh, CallMode, HostMesh, MeshView, PointValue};
 
 const SECRET: &str = "tls-e2e-test-secret";
-const HANG: Duration = Duration::from_secs(60);
-
 /// PEM files: one CA with leaves for the controller and agents, and a
 /// second CA with a leaf ("intruder").
 struct Pki {
@@ -176,45 +175,10 @@ impl Drop for Agent {
     }
 }
 
-struct Controller {
-    rt: Runtime,
-}
-
-impl Controller {
-    fn new() -> Controller {
-        pki();
-        Controller {
-            rt: Runtime::new().unwrap(),
-        }
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.rt.shutdown();
-    }
-}
-
-fn wait(f: &Future) -> ValueMesh {
-    assert!(
-        f.wait(Some(HANG)),
-        "future did not complete within {HANG:?}"
-    );
-    f.take().unwrap().expect("operation failed as a whole")
-}
-
-fn ints(vm: &ValueMesh) -> Vec<i64> {
-    vm.values
-        .iter()
-        .map(|v| match v {
-            PointValue::Ok(p) => i64::from_le_bytes(p[0].as_slice().try_into().unwrap()),
-            PointValue::Err { message, .. } => panic!("point failed: {message}"),
-        })
-        .collect()
-}
-
-fn call(am: &ActorMesh, method: &str) -> ValueMesh {
-    wait(&am.call(method, &[], CallMode::All).unwrap().unwrap())
+/// A controller configured for TLS (the PKI exists before it starts).
+fn tls_controller() -> Controller {
+    pki();
+    Controller::new()
 }
 
 /// Attach `agents`, spawn 2 echo procs on each, check they answer.
@@ -249,7 +213,7 @@ fn raw_client(addr: &str, leaf: Option<&str>, secret: &str) -> Result<String, Au
 /// The agent still serves a TLS controller.
 fn serves_on(c: &Controller, a: &Agent) {
     let (pm, am) = spawn_on(c, &[a]);
-    assert_eq!(ints(&call(&am, "rank")), [0, 1]);
+    assert_eq!(ints(&call(&am, "rank", &[])), [0, 1]);
     wait(&pm.stop());
 }
 
@@ -257,10 +221,13 @@ fn serves_on(c: &Controller, a: &Agent) {
 fn tls_controller_runs_calls_and_casts_through_tls_agents() {
     let a0 = Agent::start(Some("agent0"));
     let a1 = Agent::start(Some("agent1"));
-    let c = Controller::new();
+    let c = tls_controller();
     let (pm, am) = spawn_on(&c, &[&a0, &a1]);
-    assert_eq!(ints(&call(&am, "rank")), [0, 1, 2, 3]);
-    assert_eq!(ints(&call(&am.at("hosts", 1).unwrap(), "rank")), [0, 1]);
+    assert_eq!(ints(&call(&am, "rank", &[])), [0, 1, 2, 3]);
+    assert_eq!(
+        ints(&call(&am.at("hosts", 1).unwrap(), "rank", &[])),
+        [0, 1]
+    );
     // A larger payload both ways (several TLS records per frame).
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     let vm = wait(&am.call("echo", &[&big], CallMode::All).unwrap().unwrap());
@@ -272,7 +239,7 @@ fn tls_controller_runs_calls_and_casts_through_tls_agents() {
     }
     // Procs inherited their agent's TLS configuration, and their TCP
     // listeners refuse a plain client.
-    for pid in ints(&call(&am, "pid")) {
+    for pid in ints(&call(&am, "pid", &[])) {
         let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
         let env = String::from_utf8_lossy(&env);
         let var = |k: &str| {
@@ -291,7 +258,7 @@ fn tls_controller_runs_calls_and_casts_through_tls_agents() {
         assert!(matches!(e, AuthError::PeerWantsTls), "proc {addr}: {e}");
     }
     // Still fine after all that.
-    assert_eq!(ints(&call(&am, "rank")), [0, 1, 2, 3]);
+    assert_eq!(ints(&call(&am, "rank", &[])), [0, 1, 2, 3]);
     wait(&pm.stop());
 }
 
@@ -312,7 +279,7 @@ fn a_plain_tcp_client_is_refused_and_the_agent_serves_on() {
     // At most a TLS alert record (content type 21), never a frame.
     assert!(got.is_empty() || got[0] == 21, "{got:?}");
     assert!(a.alive());
-    serves_on(&Controller::new(), &a);
+    serves_on(&tls_controller(), &a);
 }
 
 #[test]
@@ -337,7 +304,7 @@ fn a_certificate_from_another_ca_is_refused() {
     );
     a.logged(&["dropping unauthenticated connection", "UnknownIssuer"]);
     assert!(a.alive());
-    serves_on(&Controller::new(), &a);
+    serves_on(&tls_controller(), &a);
 }
 
 #[test]
@@ -347,13 +314,13 @@ fn tls_with_the_wrong_job_secret_is_refused() {
     let e = raw_client(&a.addr, Some("agent1"), "not the job secret").unwrap_err();
     assert!(matches!(e, AuthError::BadMac), "{e}");
     assert!(a.alive());
-    serves_on(&Controller::new(), &a);
+    serves_on(&tls_controller(), &a);
 }
 
 #[test]
 fn a_tls_controller_cannot_attach_a_plain_agent() {
     let mut a = Agent::start(None);
-    let c = Controller::new();
+    let c = tls_controller();
     let e = match HostMesh::attach(&c.rt, std::slice::from_ref(&a.addr)) {
         Ok(_) => panic!("a TLS controller attached a plain agent"),
         Err(e) => e,

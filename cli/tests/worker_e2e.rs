@@ -9,30 +9,15 @@
 use std::time::{Duration, Instant};
 
 use monarch_core::wire::ActorMeshRef;
+
+mod common;
+use common::{call, err_msg, i64_of, ints, wait, worker_argv, Controller, HANG};
 use monarch_core::{
     ActorMesh, CallMode, ErrorKind, Future, MeshView, PointValue, ProcMesh, Runtime, Shape,
     ValueMesh,
 };
 
-/// Upper bound for any single wait; only there to turn a hang into a failure.
-const HANG: Duration = Duration::from_secs(30);
-
-fn worker_argv() -> Vec<String> {
-    vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()]
-}
-
-/// A controller runtime that is shut down when the test ends, pass or fail.
-struct Controller {
-    rt: Runtime,
-}
-
 impl Controller {
-    fn new() -> Controller {
-        Controller {
-            rt: Runtime::new().expect("controller runtime"),
-        }
-    }
-
     /// 4 procs as {hosts: 2, gpus: 2}.
     fn procs_2x2(&self) -> ProcMesh {
         let shape = Shape::new(&[("hosts", 2), ("gpus", 2)]).unwrap();
@@ -46,53 +31,6 @@ impl Controller {
     }
 }
 
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.rt.shutdown();
-    }
-}
-
-fn wait(f: &Future) -> monarch_core::Result<ValueMesh> {
-    assert!(
-        f.wait(Some(HANG)),
-        "future did not complete within {HANG:?}"
-    );
-    f.take().expect("result already taken")
-}
-
-fn ok(f: &Future) -> ValueMesh {
-    wait(f).expect("operation failed as a whole")
-}
-
-fn call(am: &ActorMesh, method: &str, parts: &[&[u8]]) -> ValueMesh {
-    let f = am
-        .call(method, parts, CallMode::All)
-        .expect("call")
-        .expect("future");
-    ok(&f)
-}
-
-fn i64_of(v: &PointValue) -> i64 {
-    match v {
-        PointValue::Ok(parts) => {
-            assert_eq!(parts.len(), 1, "expected one part, got {parts:?}");
-            i64::from_le_bytes(parts[0].as_slice().try_into().expect("8 bytes"))
-        }
-        PointValue::Err { message, .. } => panic!("expected a value, got error: {message}"),
-    }
-}
-
-fn ints(vm: &ValueMesh) -> Vec<i64> {
-    vm.values.iter().map(i64_of).collect()
-}
-
-fn err_msg(v: &PointValue) -> &str {
-    match v {
-        PointValue::Err { message, .. } => message,
-        PointValue::Ok(p) => panic!("expected an error point, got value {p:?}"),
-    }
-}
-
 fn all_ok(vm: &ValueMesh) {
     for (i, v) in vm.values.iter().enumerate() {
         assert!(!v.is_err(), "point {i} failed: {v:?}");
@@ -101,7 +39,7 @@ fn all_ok(vm: &ValueMesh) {
 
 fn spawn(pm: &ProcMesh, name: &str, ty: &str, args: &[&[u8]]) -> ActorMesh {
     let (am, ready) = pm.spawn_actors(name, ty, args).expect("spawn actors");
-    all_ok(&ok(&ready));
+    all_ok(&wait(&ready));
     am
 }
 
@@ -165,7 +103,7 @@ fn call_gathers_a_value_mesh() {
     for v in &vm.values {
         assert_eq!(v.parts(), std::slice::from_ref(&big));
     }
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 #[test]
@@ -184,7 +122,7 @@ fn slices_address_the_right_actors() {
                 .call("incr", &[&(10 * b).to_le_bytes()], CallMode::One)
                 .unwrap()
                 .unwrap();
-            assert_eq!(ints(&ok(&f)), [100 + 10 * b]);
+            assert_eq!(ints(&wait(&f)), [100 + 10 * b]);
         }
     }
     assert_eq!(ints(&call(&am, "get", &[])), [100, 110, 120, 130]);
@@ -217,7 +155,7 @@ fn slices_address_the_right_actors() {
     let e = am.select("gpus", None, None, 0).err().expect("zero step");
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
 
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 #[test]
@@ -240,13 +178,13 @@ fn call_one_requires_a_single_actor_and_choose_picks_one() {
             .call("incr", &[], CallMode::Choose)
             .unwrap()
             .expect("future");
-        let vm = ok(&f);
+        let vm = wait(&f);
         assert_eq!(vm.values.len(), 1);
         assert!(i64_of(&vm.values[0]) >= 1);
     }
     let total: i64 = ints(&call(&am, "get", &[])).iter().sum();
     assert_eq!(total, 8, "each choose call reached exactly one actor");
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 #[test]
@@ -266,7 +204,7 @@ fn broadcasts_are_fifo_before_a_call() {
     h0.call("incr", &[&(-5i64).to_le_bytes()], CallMode::Broadcast)
         .unwrap();
     assert_eq!(ints(&call(&am, "get", &[])), [1000, 1000, 1005, 1005]);
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 /// Many calls in flight with payloads large enough to fill the socket
@@ -294,7 +232,7 @@ fn pipelined_calls_fill_the_sockets_without_deadlock() {
             })
             .collect();
         for (i, f) in futs.iter().enumerate() {
-            let vm = ok(f);
+            let vm = wait(f);
             let PointValue::Ok(parts) = &vm.values[0] else {
                 panic!("call {i} failed: {:?}", vm.values[0]);
             };
@@ -308,7 +246,7 @@ fn pipelined_calls_fill_the_sockets_without_deadlock() {
     });
     rx.recv_timeout(HANG)
         .expect("pipelined calls did not finish: sender and receiver deadlocked");
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 #[test]
@@ -339,7 +277,7 @@ fn endpoint_errors_are_error_points_and_the_actor_lives_on() {
     }
     assert_eq!(ints(&call(&counters, "incr", &[])), [1; 4]);
     assert_eq!(ints(&call(&am, "rank", &[])), [0, 1, 2, 3]);
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 #[test]
@@ -348,7 +286,7 @@ fn constructor_failures_and_unknown_types_and_actors() {
     let pm = c.procs_2x2();
 
     let (bad, ready) = pm.spawn_actors("bad", "bad", &[]).unwrap();
-    let vm = ok(&ready);
+    let vm = wait(&ready);
     for v in &vm.values {
         assert!(err_msg(v).contains("always fails"), "{v:?}");
     }
@@ -359,13 +297,13 @@ fn constructor_failures_and_unknown_types_and_actors() {
     }
 
     let (_, ready) = pm.spawn_actors("nope", "no_such_type", &[]).unwrap();
-    for v in &ok(&ready).values {
+    for v in &wait(&ready).values {
         assert!(err_msg(v).contains("no_such_type"), "{v:?}");
     }
 
     // A bad constructor argument fails construction.
     let (_, ready) = pm.spawn_actors("c", "counter", &[b"xyz"]).unwrap();
-    for v in &ok(&ready).values {
+    for v in &wait(&ready).values {
         assert!(err_msg(v).contains("counter start"), "{v:?}");
     }
 
@@ -382,13 +320,13 @@ fn constructor_failures_and_unknown_types_and_actors() {
     assert_eq!(ints(&call(&good, "rank", &[])), [0, 1, 2, 3]);
 
     // Stopped actors are gone: later calls get an error, procs keep running.
-    all_ok(&ok(&good.stop().unwrap()));
+    all_ok(&wait(&good.stop().unwrap()));
     for v in &call(&good, "echo", &[]).values {
         assert!(err_msg(v).contains("no actor"), "{v:?}");
     }
     let again = spawn(&pm, "echo", "echo", &[]);
     assert_eq!(ints(&call(&again, "rank", &[])), [0, 1, 2, 3]);
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }
 
 #[test]
@@ -413,8 +351,8 @@ fn a_proc_exiting_during_a_call_fails_only_its_point() {
         .unwrap();
     let all = am.call("echo", &[b"x"], CallMode::All).unwrap().unwrap();
     std::fs::write(&gate, b"").unwrap();
-    let vm_exit = ok(&exit);
-    let vm_all = ok(&all);
+    let vm_exit = wait(&exit);
+    let vm_all = wait(&all);
     let elapsed = start.elapsed();
     let _ = std::fs::remove_file(&gate);
     // "Promptly": the runtime targets well under 1 s; the bound here is
@@ -454,7 +392,7 @@ fn a_proc_exiting_during_a_call_fails_only_its_point() {
     let left = am.select("gpus", None, Some(2), 1).unwrap();
     assert_eq!(ints(&call(&left, "rank", &[])), [0, 1]);
 
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
     assert!(worker_pids(&c.rt).is_empty());
 }
 
@@ -469,7 +407,7 @@ fn stop_leaves_no_child_processes() {
 
     // Stopping a slice stops only its procs.
     let h1 = pm.at("hosts", 1).unwrap();
-    let vm = ok(&h1.stop());
+    let vm = wait(&h1.stop());
     assert_eq!(vm.values.len(), 2);
     all_ok(&vm);
     assert_eq!(worker_pids(&c.rt).len(), 2);
@@ -478,7 +416,7 @@ fn stop_leaves_no_child_processes() {
     assert_eq!(i64_of(&vm.values[1]), 1);
     assert!(vm.values[2].is_err() && vm.values[3].is_err());
 
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
     let left = worker_pids(&c.rt);
     assert!(left.is_empty(), "worker processes left: {left:?}");
     for pid in pids {
@@ -536,5 +474,5 @@ fn actor_mesh_ref_round_trip() {
         .err()
         .expect("garbage ref");
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
-    all_ok(&ok(&pm.stop()));
+    all_ok(&wait(&pm.stop()));
 }

@@ -1,0 +1,84 @@
+//! What the end-to-end tests of `monarch` share: a controller runtime that
+//! is shut down when a test ends (pass or fail), and waiting on and reading
+//! the values of calls to the built-in `echo` actor of `monarch worker`.
+
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use monarch_core::{ActorMesh, CallMode, Future, PointValue, Runtime, ValueMesh};
+
+/// Upper bound for any single wait: only there to turn a hang into a
+/// failure, generous for a loaded 2-core machine.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// The command line of a worker proc.
+pub fn worker_argv() -> Vec<String> {
+    vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()]
+}
+
+/// A controller runtime that is shut down when the test ends.
+pub struct Controller {
+    pub rt: Runtime,
+}
+
+impl Controller {
+    pub fn new() -> Controller {
+        Controller {
+            rt: Runtime::new().expect("controller runtime"),
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.rt.shutdown();
+    }
+}
+
+/// The result of `f` (within [`HANG`]).
+pub fn wait_result(f: &Future) -> monarch_core::Result<ValueMesh> {
+    assert!(
+        f.wait(Some(HANG)),
+        "future did not complete within {HANG:?}"
+    );
+    f.take().expect("result already taken")
+}
+
+/// The value mesh of `f`, which must not fail as a whole.
+pub fn wait(f: &Future) -> ValueMesh {
+    wait_result(f).expect("operation failed as a whole")
+}
+
+/// Call `method` on every actor of `am` and wait for the values.
+pub fn call(am: &ActorMesh, method: &str, parts: &[&[u8]]) -> ValueMesh {
+    let f = am
+        .call(method, parts, CallMode::All)
+        .expect("call")
+        .expect("future");
+    wait(&f)
+}
+
+/// A point holding one little-endian i64.
+pub fn i64_of(v: &PointValue) -> i64 {
+    match v {
+        PointValue::Ok(parts) => {
+            assert_eq!(parts.len(), 1, "expected one part, got {parts:?}");
+            i64::from_le_bytes(parts[0].as_slice().try_into().expect("8 bytes"))
+        }
+        PointValue::Err { message, .. } => panic!("expected a value, got error: {message}"),
+    }
+}
+
+pub fn ints(vm: &ValueMesh) -> Vec<i64> {
+    vm.values.iter().map(i64_of).collect()
+}
+
+/// The message of an error point.
+pub fn err_msg(v: &PointValue) -> &str {
+    match v {
+        PointValue::Err { message, .. } => message,
+        PointValue::Ok(p) => panic!("expected an error point, got value {p:?}"),
+    }
+}
