@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use monarch_core::frame::write_frame;
 
 mod common;
-use common::{call, wait, Controller, HANG};
+use common::{call, terminate, wait, Controller, HANG};
 use monarch_core::wire::{Envelope, Kind};
 use monarch_core::{
     ActorMesh, CallMode, HostMesh, MeshView, PointValue, ProcMesh, Runtime, ValueMesh,
@@ -71,17 +71,7 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if self.child.try_wait().unwrap().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 

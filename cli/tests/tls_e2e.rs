@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use monarch_core::auth::{connect_handshake, AuthError};
 
 mod common;
-use common::{call, ints, wait, Controller, HANG};
+use common::{call, ints, terminate, wait, Controller, HANG};
 use monarch_core::tls::TlsConfig;
 use monarch_core::transport::Stream;
 use monarch_core::{ActorMesh, CallMode, HostMesh, MeshView, PointValue};
@@ -161,17 +161,7 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if self.child.try_wait().unwrap().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 

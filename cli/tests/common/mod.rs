@@ -82,3 +82,19 @@ pub fn err_msg(v: &PointValue) -> &str {
         PointValue::Ok(p) => panic!("expected an error point, got value {p:?}"),
     }
 }
+
+/// Stop a child process we started: SIGTERM, up to 10 s to exit, then
+/// SIGKILL; always reaped.
+pub fn terminate(child: &mut std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
