@@ -10,8 +10,11 @@ use std::time::{Duration, Instant};
 
 use monarch_core::{ActorMesh, CallMode, MeshView, ProcMesh, Runtime, Shape};
 
+/// Upper bound for any single wait; only there to turn a hang into a failure.
+const HANG: Duration = Duration::from_secs(60);
+
 mod common;
-use common::{call, i64_of, wait, Controller, HANG};
+use common::{call, i64_of, wait, worker_argv, Controller};
 
 fn init() {
     static ONCE: Once = Once::new();
@@ -36,7 +39,7 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
     let c = Controller {
         rt: Runtime::new().expect("controller runtime"),
     };
-    let argv = vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()];
+    let argv = worker_argv();
     let pm = ProcMesh::spawn(&c.rt, Shape::new(&[("gpus", 8)]).unwrap(), &argv, &[]).unwrap();
     let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
     assert!(wait(&ready).values.iter().all(|v| !v.is_err()));

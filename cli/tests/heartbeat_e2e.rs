@@ -9,25 +9,21 @@ use monarch_core::{CallMode, ErrorKind, FailureCause, MeshView, ProcMesh, Runtim
 
 const HANG: Duration = Duration::from_secs(30);
 
+mod common;
+use common::{i64_of, wait, worker_argv};
+
 #[test]
 fn a_hung_proc_is_declared_failed_after_the_timeout() {
     // Set before the first runtime of this process reads it.
     std::env::set_var("MONARCH_HEARTBEAT_TIMEOUT_MS", "1000");
     let rt = Runtime::new().unwrap();
-    let argv = vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()];
+    let argv = worker_argv();
     let pm = ProcMesh::spawn(&rt, Shape::new(&[("gpus", 2)]).unwrap(), &argv, &[]).unwrap();
     let (am, ready) = pm.spawn_actors("hb", "echo", &[]).unwrap();
     assert!(ready.wait(Some(HANG)));
     let f = am.call("pid", &[], CallMode::All).unwrap().unwrap();
     assert!(f.wait(Some(HANG)));
-    let pids: Vec<i32> = f
-        .take()
-        .unwrap()
-        .unwrap()
-        .values
-        .iter()
-        .map(|v| i64::from_le_bytes(v.parts()[0].as_slice().try_into().unwrap()) as i32)
-        .collect();
+    let pids: Vec<i32> = wait(&f).values.iter().map(|v| i64_of(v) as i32).collect();
 
     // Busy for 3 timeouts: still alive (the proc's I/O thread answers).
     let busy = am

@@ -7,7 +7,7 @@
 //! environment before any runtime exists. Timeouts only turn a hang into
 //! a failure.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 
 use monarch_core::frame::write_frame;
 
+/// Upper bound for any single wait; only there to turn a hang into a failure.
+const HANG: Duration = Duration::from_secs(60);
+
 mod common;
-use common::{call, terminate, wait, Controller, HANG};
+use common::{call, ready_addr, terminate, wait, Controller};
 use monarch_core::wire::{Envelope, Kind};
 use monarch_core::{
     ActorMesh, CallMode, HostMesh, MeshView, PointValue, ProcMesh, Runtime, ValueMesh,
@@ -52,15 +55,7 @@ impl Agent {
             .stdout(Stdio::piped())
             .spawn()
             .expect("start agent");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .strip_prefix("MONARCH_HOST_READY ")
-            .unwrap_or_else(|| panic!("bad ready line {line:?}"))
-            .trim()
-            .to_string();
+        let addr = ready_addr(&mut child);
         Agent { child, addr }
     }
 

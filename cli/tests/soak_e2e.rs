@@ -11,6 +11,9 @@ const HANG: Duration = Duration::from_secs(30);
 const ROUNDS: usize = 200;
 const PROCS: usize = 3;
 
+mod common;
+use common::{i64_of, wait, worker_argv};
+
 fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
@@ -32,7 +35,7 @@ fn children() -> usize {
 #[test]
 fn spawn_kill_stop_200_rounds_leaks_nothing() {
     let rt = Runtime::new().unwrap();
-    let argv = vec![env!("CARGO_BIN_EXE_monarch").to_string(), "worker".into()];
+    let argv = worker_argv();
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut baseline = None;
     for round in 0..ROUNDS {
@@ -41,14 +44,7 @@ fn spawn_kill_stop_200_rounds_leaks_nothing() {
         assert!(ready.wait(Some(HANG)), "round {round}: spawn hung");
         let f = am.call("pid", &[], CallMode::All).unwrap().unwrap();
         assert!(f.wait(Some(HANG)), "round {round}: call hung");
-        let pids: Vec<i32> = f
-            .take()
-            .unwrap()
-            .unwrap()
-            .values
-            .iter()
-            .map(|v| i64::from_le_bytes(v.parts()[0].as_slice().try_into().unwrap()) as i32)
-            .collect();
+        let pids: Vec<i32> = wait(&f).values.iter().map(|v| i64_of(v) as i32).collect();
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);

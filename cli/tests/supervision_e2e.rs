@@ -11,8 +11,11 @@ use monarch_core::{
     ActorMesh, CallMode, ErrorKind, FailureCause, MeshView, ProcMesh, Shape, SupervisionEvent,
 };
 
+/// Upper bound for any single wait; only there to turn a hang into a failure.
+const HANG: Duration = Duration::from_secs(30);
+
 mod common;
-use common::{call, err_msg, i64_of, wait, worker_argv, Controller, HANG};
+use common::{call, err_msg, i64_of, wait, worker_argv, Controller};
 
 impl Controller {
     fn procs(&self, n: usize) -> ProcMesh {

@@ -9,7 +9,7 @@
 //! process is the controller: its TLS configuration is in its environment,
 //! set once before any runtime exists.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,8 +18,11 @@ use std::time::{Duration, Instant};
 
 use monarch_core::auth::{connect_handshake, AuthError};
 
+/// Upper bound for any single wait; only there to turn a hang into a failure.
+const HANG: Duration = Duration::from_secs(60);
+
 mod common;
-use common::{call, ints, terminate, wait, Controller, HANG};
+use common::{call, ints, ready_addr, terminate, wait, Controller};
 use monarch_core::tls::TlsConfig;
 use monarch_core::transport::Stream;
 use monarch_core::{ActorMesh, CallMode, HostMesh, MeshView, PointValue};
@@ -126,15 +129,7 @@ impl Agent {
                 .arg(ca);
         }
         let mut child = cmd.spawn().expect("start agent");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .strip_prefix("MONARCH_HOST_READY ")
-            .unwrap_or_else(|| panic!("bad ready line {line:?}"))
-            .trim()
-            .to_string();
+        let addr = ready_addr(&mut child);
         Agent { child, addr, log }
     }
 

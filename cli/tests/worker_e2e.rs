@@ -10,8 +10,11 @@ use std::time::{Duration, Instant};
 
 use monarch_core::wire::ActorMeshRef;
 
+/// Upper bound for any single wait; only there to turn a hang into a failure.
+const HANG: Duration = Duration::from_secs(30);
+
 mod common;
-use common::{call, err_msg, i64_of, ints, wait, worker_argv, Controller, HANG};
+use common::{call, err_msg, i64_of, ints, wait, worker_argv, Controller};
 use monarch_core::{
     ActorMesh, CallMode, ErrorKind, Future, MeshView, PointValue, ProcMesh, Runtime, Shape,
     ValueMesh,

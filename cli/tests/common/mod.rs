@@ -1,17 +1,18 @@
 //! What the end-to-end tests of `monarch` share: a controller runtime that
 //! is shut down when a test ends (pass or fail), and waiting on and reading
 //! the values of calls to the built-in `echo` actor of `monarch worker`.
+//! Each test binary sets its own `HANG`, the bound on any single wait here
+//! (only there to turn a hang into a failure).
 
 // Each test binary uses its own part of this module.
 #![allow(dead_code)]
 
+use std::io::BufRead;
 use std::time::Duration;
 
-use monarch_core::{ActorMesh, CallMode, Future, PointValue, Runtime, ValueMesh};
+use super::HANG;
 
-/// Upper bound for any single wait: only there to turn a hang into a
-/// failure, generous for a loaded 2-core machine.
-pub const HANG: Duration = Duration::from_secs(60);
+use monarch_core::{ActorMesh, CallMode, Future, PointValue, Runtime, ValueMesh};
 
 /// The command line of a worker proc.
 pub fn worker_argv() -> Vec<String> {
@@ -37,7 +38,7 @@ impl Drop for Controller {
     }
 }
 
-/// The result of `f` (within [`HANG`]).
+/// The result of `f` (within `HANG`).
 pub fn wait_result(f: &Future) -> monarch_core::Result<ValueMesh> {
     assert!(
         f.wait(Some(HANG)),
@@ -97,4 +98,17 @@ pub fn terminate(child: &mut std::process::Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The address a `monarch host` agent started with a piped stdout prints
+/// on its ready line (`MONARCH_HOST_READY <ip>:<port>`).
+pub fn ready_addr(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.strip_prefix("MONARCH_HOST_READY ")
+        .unwrap_or_else(|| panic!("bad ready line {line:?}"))
+        .trim()
+        .to_string()
 }
