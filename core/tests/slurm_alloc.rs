@@ -269,11 +269,10 @@ fn malformed_ready_line_is_an_error() {
     assert_no_agents_left();
 }
 
-#[test]
-fn inside_an_existing_allocation_only_the_step_ends() {
-    let Some(_c) = cluster() else { return };
+/// A 2-node allocation without a shell (`salloc --no-shell`): its job id.
+fn salloc_two_nodes(name: &str) -> String {
     let out = Command::new("salloc")
-        .args(["--no-shell", "--nodes=2", "--job-name=monarch-test-alloc"])
+        .args(["--no-shell", "--nodes=2", &format!("--job-name={name}")])
         .output()
         .expect("run salloc");
     let text = String::from_utf8_lossy(&out.stderr).to_string();
@@ -283,6 +282,13 @@ fn inside_an_existing_allocation_only_the_step_ends() {
         .map(|r| r.chars().take_while(|c| c.is_ascii_digit()).collect())
         .unwrap_or_default();
     assert!(!job.is_empty(), "salloc said: {text}");
+    job
+}
+
+#[test]
+fn inside_an_existing_allocation_only_the_step_ends() {
+    let Some(_c) = cluster() else { return };
+    let job = salloc_two_nodes("monarch-test-alloc");
     let mut o = opts(0, fake_agent()); // 0: all nodes of the allocation
     o.env.push(("SLURM_JOB_ID".into(), job.clone()));
     o.env.push(("SLURM_JOB_NUM_NODES".into(), "2".into()));
@@ -310,17 +316,7 @@ fn inside_an_existing_allocation_only_the_step_ends() {
 #[test]
 fn controller_inside_a_step_overlaps_it() {
     let Some(_c) = cluster() else { return };
-    let out = Command::new("salloc")
-        .args(["--no-shell", "--nodes=2", "--job-name=monarch-test-step"])
-        .output()
-        .expect("run salloc");
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    let job: String = text
-        .split("Granted job allocation ")
-        .nth(1)
-        .map(|r| r.chars().take_while(|c| c.is_ascii_digit()).collect())
-        .unwrap_or_default();
-    assert!(!job.is_empty(), "salloc said: {text}");
+    let job = salloc_two_nodes("monarch-test-step");
     // A step holding every CPU of the allocation, as `srun python main.py`
     // would for the controller.
     let mut step = Command::new("srun")
