@@ -264,7 +264,6 @@ pub(crate) struct Inner {
     /// Owners, failed procs and actors, top-level supervision events.
     sup: supervise::Supervision,
     hb: heartbeat::Heartbeat,
-    self_weak: Weak<Inner>,
 }
 
 struct WeakPump {
@@ -437,7 +436,6 @@ impl Runtime {
             deferred: AtomicBool::new(false),
             sup: Default::default(),
             hb: Default::default(),
-            self_weak: weak.clone(),
             io: Io {
                 kick: kick_fd,
                 active: AtomicUsize::new(0),

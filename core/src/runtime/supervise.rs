@@ -455,7 +455,7 @@ impl Inner {
 
     fn weak_self(&self) -> Weak<Inner> {
         // Events hold a weak reference to the runtime; the pump has one.
-        self.self_weak.clone()
+        self.me.clone()
     }
 }
 
