@@ -21,7 +21,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{ActorState, Event, EventKind, Inner, Runtime};
@@ -381,7 +381,7 @@ impl Inner {
                 shape: None,
                 reply: None,
                 answered: false,
-                rt: self.weak_self(),
+                rt: self.me.clone(),
             });
             return;
         }
@@ -451,11 +451,6 @@ impl Inner {
     pub(super) fn wake_supervision_waiters(&self) {
         let _q = lock(&self.sup.queue);
         self.sup.cv.notify_all();
-    }
-
-    fn weak_self(&self) -> Weak<Inner> {
-        // Events hold a weak reference to the runtime; the pump has one.
-        self.me.clone()
     }
 }
 
