@@ -2,8 +2,11 @@
 
 Run with `make bench` (or `.venv/bin/python benches/run.py`). Each row names
 the workload, what we measured, the target from DESIGN.md, and the floor
-measured in the same run where one applies (a bare multiprocessing.Pipe
-between two Python processes). The C++ rows come from the C++ ping benchmark
+measured in the same run where one applies: a bare multiprocessing.Pipe
+between two Python processes, and for broadcast+gather the same round over
+bare pipes to as many child processes. The CPU rows add up the user and
+system CPU time of the controller and its procs over the gathers: divided by
+the CPU count, that is the least a round can take on this machine. The C++ rows come from the C++ ping benchmark
 (benches/cpp_ping.cpp, built by `make cpp`) when its binary exists.
 """
 
@@ -62,6 +65,60 @@ def pipe_floor(n_ping: int, n_tput: int):
     tput = n_tput / (time.perf_counter() - t)
     p.join()
     return lat, tput
+
+
+def _pipe_echo_until_empty(conn):
+    # Forked children share each other's pipe ends, so end-of-file never
+    # comes: an empty message says stop.
+    while msg := conn.recv_bytes():
+        conn.send_bytes(msg)
+
+
+def pipe_gather_floor(n: int, rounds: int) -> list[float]:
+    """Broadcast+gather over bare Pipes to n child processes: the parent
+    writes one small message to each, then reads each answer. The OS cost
+    of waking n processes and hearing back, with no runtime at all."""
+    ctx = mp.get_context("fork")
+    ends, kids = [], []
+    for _ in range(n):
+        parent, child = mp.Pipe()
+        p = ctx.Process(target=_pipe_echo_until_empty, args=(child,))
+        p.start()
+        child.close()
+        ends.append(parent)
+        kids.append(p)
+    msg = b"x" * 16
+    lat = []
+    for i in range(rounds + 100):
+        t = time.perf_counter()
+        for c in ends:
+            c.send_bytes(msg)
+        for c in ends:
+            c.recv_bytes()
+        if i >= 100:
+            lat.append(time.perf_counter() - t)
+    for c in ends:
+        c.send_bytes(b"")
+    for p in kids:
+        p.join()
+    for c in ends:
+        c.close()
+    return lat
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> list[int]:
+    """Our child processes (the procs), whichever of our threads forked them."""
+    out = []
+    for path in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{path}/children") as f:
+            out += [int(p) for p in f.read().split()]
+    return out
 
 
 def cpp_rows(binary: str) -> list[tuple[str, str, str, str]]:
@@ -134,16 +191,26 @@ def main() -> int:
     for n, mesh in ((4, actors), (8, actors8)):
         for _ in range(100):
             mesh.ping.call().get()
+        pids = [os.getpid()] + _children()
+        cpu0 = [_cpu_seconds(p) for p in pids]
         g = []
         for _ in range(args.gathers):
             t = time.perf_counter()
             mesh.ping.call().get()
             g.append(time.perf_counter() - t)
+        cpu = [(_cpu_seconds(p) - c) / args.gathers * 1e6 for p, c in zip(pids, cpu0)]
+        floor = pipe_gather_floor(n, args.gathers)
         rows.append((
             f"broadcast+gather to {n} (median / p99)",
             f"{statistics.median(g) * 1e6:.0f} / {pct(g, 0.99) * 1e6:.0f} us",
             "<= 250 us" if n == 8 else "",
+            f"pipes {statistics.median(floor) * 1e6:.0f} / {pct(floor, 0.99) * 1e6:.0f} us",
+        ))
+        rows.append((
+            f"  CPU per round, {n} procs",
+            f"{sum(cpu):.0f} us (controller {cpu[0]:.0f}, procs {sum(cpu[1:]):.0f})",
             "",
+            f"/ {os.cpu_count()} CPUs = {sum(cpu) / os.cpu_count():.0f} us",
         ))
     procs8.stop().get()
 
