@@ -10,7 +10,9 @@ benches/rdma.py [--quick]`. Every row has the floor measured in the same run:
 - a 64 MiB numpy argument of a call (data plane under pickle), vs the same
   call with the data plane off (bytes through the control socket);
 - control-message ping latency (median, and 90th percentile) while 1 GiB
-  transfers run back to back, vs idle (target: within 2x).
+  transfers run back to back, vs idle (target: within 2x), and vs the ping
+  while a plain busy-loop process (not ours, nice 10 like the copiers) holds
+  one CPU: on a machine with few CPUs, what any CPU-bound neighbour costs.
 
 Destinations are allocated and touched before timing (as for memcpy). The
 machine is shared: each figure is the best and the median of several runs.
@@ -176,9 +178,30 @@ def numpy_argument(one, reps_small):
             f"via control socket {rate(64 * MiB, off)}")
 
 
+def _spin():
+    os.nice(10)  # the copier threads' default nice value
+    while True:
+        pass
+
+
+def ping_during_spinner(other, secs):
+    """Ping while a process that is not ours keeps one CPU busy (a plain
+    busy loop): what any CPU-bound neighbour, such as a CPU copy, costs the
+    ping on this machine."""
+    p = mp.get_context("fork").Process(target=_spin, daemon=True)
+    p.start()
+    time.sleep(0.2)
+    try:
+        return ping_median(other, secs)
+    finally:
+        p.kill()
+        p.join()
+
+
 def ping_rows(holder, other, secs):
     rows = []
     idle, idle90 = ping_median(other, secs)
+    spin, _ = ping_during_spinner(other, secs)
     for backend in ("same_host", "tcp"):
         os.environ["MONARCH_RDMA_BACKEND"] = backend
         big = holder.make.call_one(GiB).get(timeout=120)
@@ -202,7 +225,9 @@ def ping_rows(holder, other, secs):
         rows.append((f"ping during 1 GiB {backend} transfers (median)",
                      f"{busy * 1e6:.0f} us ({busy / idle:.1f}x idle; p90 {busy90 * 1e6:.0f} us;"
                      f" {moved[0]} GiB moved)",
-                     "<= 2x idle", f"idle {idle * 1e6:.0f} us (p90 {idle90 * 1e6:.0f} us)"))
+                     "<= 2x idle",
+                     f"idle {idle * 1e6:.0f} us (p90 {idle90 * 1e6:.0f} us); busy-loop process"
+                     f" {spin * 1e6:.0f} us ({spin / idle:.1f}x)"))
         del dst
     return rows
 
