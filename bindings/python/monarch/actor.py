@@ -24,6 +24,7 @@ The wire protocol between callers and actors is described in
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import sys
@@ -42,6 +43,7 @@ from ._lib import (
     ffi,
     lib,
     runtime,
+    runtime_is_live,
     take_buffer,
 )
 from ._ports import Channel, Port, PortReceiver
@@ -1440,6 +1442,30 @@ def _child_pythonpath() -> str:
 
 _this_proc_server = None
 _this_proc_lock = threading.Lock()
+# Actor meshes spawned on this_proc(), stopped (so their __cleanup__ runs)
+# when the controller exits.
+_this_proc_meshes: list = []
+
+
+def _keep_for_exit(mesh) -> None:
+    with _this_proc_lock:
+        _this_proc_meshes[:] = [m for m in _this_proc_meshes if not m._states[0].stopped]
+        _this_proc_meshes.append(mesh)
+
+
+def _stop_this_proc_actors() -> None:
+    """At exit, before the runtime is freed: stop the actors this process
+    hosts, in the thread that serves them, so each one's ``__cleanup__``
+    runs as it would on a worker proc that stops."""
+    with _this_proc_lock:
+        meshes, _this_proc_meshes[:] = list(_this_proc_meshes), []
+    for mesh in meshes:
+        if mesh._states[0].stopped or not runtime_is_live():
+            continue
+        try:
+            mesh.stop().get(timeout=10)
+        except Exception as e:  # noqa: BLE001 (exiting: report, go on)
+            sys.stderr.write(f"monarch: stopping actor mesh {mesh._name!r} at exit: {e}\n")
 
 
 def _ensure_this_proc_server():
@@ -1461,6 +1487,8 @@ def _ensure_this_proc_server():
         t = threading.Thread(target=server.serve, name="monarch-this-proc", daemon=True)
         t.start()
         _this_proc_server = (server, t)
+        # Registered after the runtime's own exit hook, so it runs first.
+        atexit.register(_stop_this_proc_actors)
 
 
 class ProcMesh(_MeshTrait):
@@ -1529,6 +1557,8 @@ class ProcMesh(_MeshTrait):
             (_StopState("actor mesh"),) + self._states,
             _endpoint_names(cls, raw_only=True),
         )
+        if self._is_this_proc:
+            _keep_for_exit(mesh)
         ready = Future(
             _gc(out_ready[0], _future_free), _convert_all, (mesh._shape, f"constructor of {cls.__qualname__}")
         )
@@ -1573,6 +1603,8 @@ class ProcMesh(_MeshTrait):
         mesh = ActorMesh._wrap(
             _gc(out_mesh[0], _am_free), type_name, _ANY, name, (_StopState("actor mesh"),) + self._states, _ANY
         )
+        if self._is_this_proc:
+            _keep_for_exit(mesh)
         ready = Future(
             _gc(out_ready[0], _future_free), _RAW_CONVERT[(True, True)], (mesh._shape, f"constructor of {type_name}")
         )
