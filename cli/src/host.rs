@@ -13,6 +13,7 @@
 //! its procs (they become `MONARCH_TLS_*` in the environment the procs
 //! inherit; see `monarch_core::tls`).
 
+use monarch_core::sync::LockExt;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, TcpListener};
@@ -280,7 +281,7 @@ impl Agent {
             return Err(format!("prepare: {n} procs is out of range"));
         }
         let mut out = Vec::with_capacity(n);
-        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut prepared = self.prepared.locked();
         for _ in 0..n {
             let l = TcpListener::bind((self.bind_ip, 0))
                 .map_err(|e| format!("cannot listen for a proc: {e}"))?;
@@ -318,8 +319,7 @@ impl Agent {
         for (i, addr) in addrs.iter().enumerate() {
             let listener = self
                 .prepared
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .locked()
                 .remove(addr)
                 .map(|(l, _)| l)
                 .ok_or_else(|| format!("start: {addr} was not prepared here"))?;
@@ -357,10 +357,7 @@ impl Agent {
                     keep_fd: Some(fd),
                 },
                 move |child, exit| {
-                    procs
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&child.addr);
+                    procs.locked().remove(&child.addr);
                     let how = exit.to_string();
                     let (kind, n) = match exit {
                         ExitInfo::Code(c) => ("code", c),
@@ -385,7 +382,7 @@ impl Agent {
                 self.forward(out, &controller, addr, rank, "out");
                 self.forward(err, &controller, addr, rank, "err");
             }
-            self.procs.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            self.procs.locked().insert(
                 addr.clone(),
                 Proc {
                     child,
@@ -450,7 +447,7 @@ impl Agent {
     }
 
     fn kill(&self, parts: &[Vec<u8>]) {
-        let procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
+        let procs = self.procs.locked();
         for p in parts {
             let addr = String::from_utf8_lossy(p);
             if let Some(pr) = procs.get(addr.as_ref()) {
@@ -462,10 +459,9 @@ impl Agent {
     /// Kill the procs of controllers that are no longer connected.
     fn reap_orphaned(&self) {
         self.prepared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .retain(|_, (_, at)| at.elapsed() < PREPARED_TTL);
-        let procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
+        let procs = self.procs.locked();
         for (addr, p) in procs.iter() {
             if !self.rt.is_connected(&p.controller) {
                 tracing::warn!(%addr, controller = %p.controller, "controller lost; killing its proc");
@@ -477,8 +473,7 @@ impl Agent {
     fn kill_all(&self) {
         let children: Vec<Arc<Child>> = self
             .procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .values()
             .map(|p| p.child.clone())
             .collect();

@@ -6,6 +6,7 @@
 //! for a short, bounded time (yielding the CPU between checks, so a runnable
 //! peer is not starved) before parking on a condition variable.
 
+use crate::sync::LockExt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -245,7 +246,7 @@ impl<T> Completion<T> {
     /// this call was it.
     pub fn complete(&self, v: T) -> bool {
         let parked = {
-            let mut g = self.inner.value.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.inner.value.locked();
             if self.inner.ready.load(Ordering::Acquire) {
                 return false;
             }
@@ -288,7 +289,7 @@ impl<T> Completion<T> {
         if self.is_ready() {
             return true;
         }
-        let mut g = self.inner.value.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.inner.value.locked();
         self.inner.parked.fetch_add(1, Ordering::Relaxed);
         let ready = loop {
             if self.inner.ready.load(Ordering::Acquire) {
@@ -320,11 +321,7 @@ impl<T> Completion<T> {
         if !self.is_ready() {
             return None;
         }
-        self.inner
-            .value
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.inner.value.locked().take()
     }
 }
 
@@ -334,11 +331,7 @@ impl<T: Clone> Completion<T> {
         if !self.is_ready() {
             return None;
         }
-        self.inner
-            .value
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.value.locked().clone()
     }
 }
 

@@ -12,6 +12,7 @@
 //! bytes encrypted and decrypted by `crate::tls` where the plain paths call
 //! `sendmsg` and `recv` (buffered frames are plaintext until flushed).
 
+use crate::sync::LockExt;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,7 +109,7 @@ impl Conn {
     /// Returns whether it was buffered: the caller must then see to a
     /// [`Conn::flush`].
     pub fn write(&self, header: &[u8], parts: &[&[u8]], defer: Defer) -> io::Result<bool> {
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.writer.locked();
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if defer == Defer::Yes
             && size <= DEFER_MAX_FRAME
@@ -160,7 +161,7 @@ impl Conn {
     /// peer, itself stuck writing to us, can make progress.
     pub fn flush(&self, min_age: Option<Duration>, wait: bool) -> io::Result<bool> {
         let mut w = if wait {
-            self.writer.lock().unwrap_or_else(|p| p.into_inner())
+            self.writer.locked()
         } else {
             match self.writer.try_lock() {
                 Ok(w) => w,

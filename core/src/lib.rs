@@ -37,6 +37,7 @@ pub mod process;
 pub mod rdma;
 pub mod runtime;
 pub mod supervision;
+pub mod sync;
 pub mod tls;
 pub mod transport;
 pub mod value;

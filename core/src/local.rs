@@ -24,6 +24,7 @@
 //! while casting. Per-sender FIFO holds as with sockets: one path per
 //! sender and proc, FIFO mailboxes, in-order forwarding.
 
+use crate::sync::LockExt;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -252,7 +253,7 @@ impl Collector {
     /// last one passes the result up.
     fn take_in(&self, sh: &Shared, from: usize, batch: Batch) -> bool {
         let done = {
-            let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.st.locked();
             let Some(i) = (!st.closed)
                 .then(|| st.pending.iter().position(|&h| h == from))
                 .flatten()
@@ -291,11 +292,7 @@ impl Collector {
     /// All batches are in: pass the result up.
     fn finish(&self, sh: &Shared, st: CollState) {
         if let Some(at) = self.at {
-            sh.procs[at]
-                .relays
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&self.id);
+            sh.procs[at].relays.locked().remove(&self.id);
         }
         match &self.up {
             Upward::Parent(p) => {
@@ -454,10 +451,7 @@ impl LocalCluster {
     /// Construct actor `name` on every proc: `make(base_rank)`.
     pub fn spawn(&self, name: &str, make: impl Fn(usize) -> Box<dyn LocalActor>) {
         for (r, p) in self.shared.procs.iter().enumerate() {
-            p.actors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.to_string(), make(r));
+            p.actors.locked().insert(name.to_string(), make(r));
         }
     }
 
@@ -468,22 +462,14 @@ impl LocalCluster {
             forwards: s.forwards.load(Ordering::Relaxed),
             root_batches: s.root_batches.load(Ordering::Relaxed),
             gather_cpu_ns: s.gather_cpu_ns.load(Ordering::Relaxed),
-            relays: s
-                .procs
-                .iter()
-                .map(|p| p.relays.lock().unwrap_or_else(|p| p.into_inner()).len())
-                .sum(),
+            relays: s.procs.iter().map(|p| p.relays.locked().len()).sum(),
             collectors: s.live.load(Ordering::Relaxed),
         }
     }
 
     #[cfg(test)]
     fn mailbox_len(&self, rank: usize) -> usize {
-        self.shared.procs[rank]
-            .mailbox
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.shared.procs[rank].mailbox.locked().len()
     }
 
     /// Lose proc `rank`, as if its process died: mail waiting for it is
@@ -498,14 +484,14 @@ impl LocalCluster {
             .get(rank)
             .ok_or_else(|| Error::invalid(format!("no local proc {rank}")))?;
         let mail: Vec<Delivery> = {
-            let mut mb = p.mailbox.lock().unwrap_or_else(|p| p.into_inner());
+            let mut mb = p.mailbox.locked();
             if p.lost.swap(true, Ordering::SeqCst) {
                 return Ok(());
             }
             mb.drain(..).collect()
         };
         let relays: Vec<Arc<Collector>> = {
-            let mut r = p.relays.lock().unwrap_or_else(|p| p.into_inner());
+            let mut r = p.relays.locked();
             r.drain().map(|(_, c)| c).collect()
         };
         let why = format!("local proc {rank} was lost");
@@ -515,7 +501,7 @@ impl LocalCluster {
             }
         }
         for c in relays {
-            c.st.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+            c.st.locked().closed = true;
             if let Upward::Parent(up) = &c.up {
                 up.fail_hop(sh, rank, &why);
             }
@@ -622,7 +608,7 @@ impl LocalCluster {
             ));
             if !routes.lost.is_empty() {
                 // Points on lost procs fail at once (not pending).
-                let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                let mut st = c.st.locked();
                 for &(r, slot) in &routes.lost {
                     let why = format!("local proc {r} was lost");
                     let b = Batch::Values(vec![(slot, PointValue::error(why))]);
@@ -635,7 +621,7 @@ impl LocalCluster {
             if routes.hops.is_empty() {
                 // Nothing to wait for (an empty view, or every point lost).
                 let st = {
-                    let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut st = c.st.locked();
                     st.closed = true;
                     std::mem::take(&mut *st)
                 };
@@ -664,7 +650,7 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         {
-            let _q = self.shared.runq.lock().unwrap_or_else(|p| p.into_inner());
+            let _q = self.shared.runq.locked();
             self.shared.wake.notify_all();
         }
         for t in self.threads.drain(..) {
@@ -683,7 +669,7 @@ impl Shared {
             let r = d.at;
             let p = &self.procs[r];
             {
-                let mut mb = p.mailbox.lock().unwrap_or_else(|p| p.into_inner());
+                let mut mb = p.mailbox.locked();
                 if !p.lost.load(Ordering::SeqCst) {
                     mb.push_back(d);
                     drop(mb);
@@ -701,10 +687,7 @@ impl Shared {
             return;
         }
         let one = ready.len() == 1;
-        self.runq
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(ready);
+        self.runq.locked().extend(ready);
         if one {
             self.wake.notify_one();
         } else {
@@ -715,7 +698,7 @@ impl Shared {
     fn work(&self) {
         loop {
             let r = {
-                let mut q = self.runq.lock().unwrap_or_else(|p| p.into_inner());
+                let mut q = self.runq.locked();
                 loop {
                     if self.stop.load(Ordering::SeqCst) {
                         return;
@@ -734,21 +717,13 @@ impl Shared {
     fn run_proc(&self, r: usize) {
         let p = &self.procs[r];
         loop {
-            let next = p
-                .mailbox
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
+            let next = p.mailbox.locked().pop_front();
             match next {
                 Some(d) => self.handle(d),
                 None => {
                     p.scheduled.store(false, Ordering::Release);
                     // A post may have raced with us going idle.
-                    let more = !p
-                        .mailbox
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .is_empty();
+                    let more = !p.mailbox.locked().is_empty();
                     if !more || p.scheduled.swap(true, Ordering::AcqRel) {
                         return;
                     }
@@ -774,17 +749,14 @@ impl Shared {
                 pending.extend(own.map(|_| r));
                 let c = Arc::new(parent.below(r, id, pending));
                 {
-                    let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut st = c.st.locked();
                     for &(lr, slot) in &routes.lost {
                         let why = format!("local proc {lr} was lost");
                         c.merge(&mut st, Batch::Values(vec![(slot, PointValue::error(why))]));
                     }
                 }
                 let registered = {
-                    let mut relays = self.procs[r]
-                        .relays
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner());
+                    let mut relays = self.procs[r].relays.locked();
                     // Checked under the lock `lose` drains the relays with.
                     let ok = !self.procs[r].lost.load(Ordering::SeqCst);
                     if ok {
@@ -793,14 +765,14 @@ impl Shared {
                     ok
                 };
                 if !registered {
-                    c.st.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+                    c.st.locked().closed = true;
                     parent.fail_hop(self, r, &format!("local proc {r} was lost"));
                     return;
                 }
                 if own.is_none() && routes.hops.is_empty() {
                     // Every point below us is lost: nothing to wait for.
                     let st = {
-                        let mut st = c.st.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut st = c.st.locked();
                         st.closed = true;
                         std::mem::take(&mut *st)
                     };
@@ -821,10 +793,7 @@ impl Shared {
         let Some(slot) = own else { return };
         let msg = &d.msg;
         let result = {
-            let mut actors = self.procs[r]
-                .actors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut actors = self.procs[r].actors.locked();
             match actors.get_mut(&msg.actor) {
                 Some(a) => a.handle(&msg.method, &msg.parts, slot),
                 None => Err(format!("no actor '{}' on local proc {r}", msg.actor)),

@@ -9,6 +9,7 @@
 //! within the window are printed once: `[8 similar lines] text`.
 //! Options are per process (one runtime per process).
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
@@ -44,7 +45,7 @@ fn state() -> &'static Mutex<State> {
 /// (None or zero: print every line as it comes).
 pub fn set_options(stream_to_client: bool, aggregate_window: Option<Duration>) {
     flush();
-    let mut s = state().lock().unwrap_or_else(|p| p.into_inner());
+    let mut s = state().locked();
     s.stream = stream_to_client;
     s.window = aggregate_window.filter(|w| !w.is_zero());
 }
@@ -73,7 +74,7 @@ fn prefix(rank: Option<u64>) -> String {
 
 /// One line of output of the proc at `rank` (without its newline).
 pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
-    let mut s = state().lock().unwrap_or_else(|p| p.into_inner());
+    let mut s = state().locked();
     if !s.stream {
         return;
     }
@@ -97,7 +98,7 @@ pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
             .name("monarch-logs".into())
             .spawn(move || {
                 std::thread::sleep(window);
-                state().lock().unwrap_or_else(|p| p.into_inner()).flusher = false;
+                state().locked().flusher = false;
                 flush();
             });
     }
@@ -106,7 +107,7 @@ pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
 /// Print every line held for aggregation now.
 pub fn flush() {
     let pending = {
-        let mut s = state().lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = state().locked();
         s.index.clear();
         std::mem::take(&mut s.pending)
     };

@@ -14,6 +14,7 @@
 //! with an error, like a gather port does; a port opened by a user
 //! (`Channel.open()`) does not (anyone may hold its reference).
 
+use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -107,7 +108,7 @@ impl StreamPort {
     /// Deliver a value for `slot`; returns true when the port is finished
     /// (no more values can come) and may be unregistered.
     pub(crate) fn deliver(&self, slot: u64, value: PointValue) -> bool {
-        let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.st.locked();
         if st.closed.is_some() {
             return true;
         }
@@ -146,13 +147,9 @@ impl StreamPort {
         let Some(peers) = &self.peers else {
             return Vec::new();
         };
-        let relays = self
-            .relays
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let relays = self.relays.locked().clone();
         let relayed: Vec<u64> = relays.map(|r| r.slots_through(peer)).unwrap_or_default();
-        let st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.st.locked();
         peers
             .iter()
             .enumerate()
@@ -168,7 +165,7 @@ impl StreamPort {
 
     /// Fail every waiter (the runtime stopped).
     pub(crate) fn close(&self, why: &str) {
-        let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.st.locked();
         st.closed = Some(why.to_string());
         for w in st.waiters.drain(..) {
             w.complete(Err(Error::new(ErrorKind::Stopped, why.to_string())));
@@ -177,7 +174,7 @@ impl StreamPort {
 
     fn recv(&self, rt: &Runtime) -> Future {
         let fut = rt.new_future();
-        let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.st.locked();
         if let Some(v) = st.queue.pop_front() {
             fut.complete(Ok(single(v)));
         } else if let Some(why) = &st.closed {
@@ -221,7 +218,7 @@ impl PortReceiver {
 
     /// Record which multicast forwarders each slot's message went through.
     pub(crate) fn set_relays(&self, relays: Option<Arc<crate::multicast::LazyRelays>>) {
-        *self.port.relays.lock().unwrap_or_else(|p| p.into_inner()) = relays;
+        *self.port.relays.locked() = relays;
     }
 }
 

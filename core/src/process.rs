@@ -5,6 +5,7 @@
 //! the process: forking from a short-lived caller thread (a Python thread,
 //! say) would kill the child when that thread ends.
 
+use crate::sync::LockExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -94,8 +95,7 @@ pub(crate) fn spawn_on_spawner<T: Send + 'static>(
         let _ = tx.send(spawn());
     });
     spawner()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .locked()
         .send(job)
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
     rx.recv()
@@ -179,8 +179,7 @@ pub fn spawn_child_with(
         let _ = tx.send(cmd.spawn());
     });
     spawner()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+        .locked()
         .send(job)
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
     let mut child = rx

@@ -7,6 +7,7 @@
 //! through an executor), and replies complete futures directly from the
 //! reader thread; waiters spin briefly before parking (see `completion`).
 
+use crate::sync::LockExt;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
@@ -528,7 +529,7 @@ impl Runtime {
     ) -> Result<Vec<String>> {
         self.check_running()?;
         let dir = {
-            let mut d = self.inner.dir.lock().unwrap_or_else(|p| p.into_inner());
+            let mut d = self.inner.dir.locked();
             if d.is_none() {
                 *d = Some(SocketDir::create(&random_hex()[..8])?);
             }
@@ -542,8 +543,7 @@ impl Runtime {
                 Completion::with_pump(None, Some(self.inner.pump.clone()));
             self.inner
                 .ready
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .locked()
                 .insert(addr.clone(), ready.clone());
             let mut env = env.to_vec();
             env.extend([
@@ -574,11 +574,7 @@ impl Runtime {
                     if let Some((out, err)) = output {
                         crate::logs::forward_local(out, err, rank as u64);
                     }
-                    self.inner
-                        .children
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(addr.clone(), c);
+                    self.inner.children.locked().insert(addr.clone(), c);
                 }
                 Err(e) => {
                     // Undo what was started so far.
@@ -599,11 +595,7 @@ impl Runtime {
         self.inner.forget_lost(addrs);
         self.stop_remote(addrs, grace);
         let children: Vec<Arc<Child>> = {
-            let c = self
-                .inner
-                .children
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let c = self.inner.children.locked();
             addrs.iter().filter_map(|a| c.get(a).cloned()).collect()
         };
         self.inner.mark_stopping(addrs);
@@ -676,11 +668,7 @@ impl Runtime {
         if n == 0 {
             g.finish();
         } else {
-            self.inner
-                .ports
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(port, g);
+            self.inner.ports.locked().insert(port, g);
         }
         (port, done)
     }
@@ -690,7 +678,7 @@ impl Runtime {
     /// connect); one lock for all, none when no proc is starting.
     pub(crate) fn wait_ready_all<'a>(&self, addrs: impl Iterator<Item = &'a str>) {
         let pending: Vec<Completion<Result<()>>> = {
-            let ready = self.inner.ready.lock().unwrap_or_else(|p| p.into_inner());
+            let ready = self.inner.ready.locked();
             if ready.is_empty() {
                 return;
             }
@@ -704,11 +692,7 @@ impl Runtime {
     /// How many procs are recorded as lost (for tests: the set is bounded).
     #[doc(hidden)]
     pub fn lost_count(&self) -> usize {
-        self.inner
-            .lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.inner.lost.locked().len()
     }
 
     /// Multicast relays (a forwarding proc's collection of its subtree's
@@ -723,36 +707,22 @@ impl Runtime {
         if !self.inner.any_lost.load(Ordering::Relaxed) {
             return Vec::new();
         }
-        let lost = self.inner.lost.lock().unwrap_or_else(|p| p.into_inner());
+        let lost = self.inner.lost.locked();
         lost.iter().cloned().collect()
     }
 
     /// Whether the connection to the proc at `addr` was lost (the
     /// multicast tree then routes around it).
     pub(crate) fn is_lost(&self, addr: &str) -> bool {
-        self.inner.any_lost.load(Ordering::Relaxed)
-            && self
-                .inner
-                .lost
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(addr)
+        self.inner.any_lost.load(Ordering::Relaxed) && self.inner.lost.locked().contains(addr)
     }
 
     pub(crate) fn register_stream(&self, id: u64, port: Arc<StreamPort>) {
-        self.inner
-            .streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, port);
+        self.inner.streams.locked().insert(id, port);
     }
 
     pub(crate) fn close_stream(&self, id: u64) {
-        self.inner
-            .streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        self.inner.streams.locked().remove(&id);
     }
 
     /// Record a proc mesh spawned by this process (owned by the actor whose
@@ -799,7 +769,7 @@ impl Runtime {
                     });
             }
             let popped = {
-                let mut g = q.q.lock().unwrap_or_else(|p| p.into_inner());
+                let mut g = q.q.locked();
                 let ev = g.pop_front();
                 if ev.is_some() {
                     q.len.fetch_sub(1, Ordering::AcqRel);
@@ -838,12 +808,7 @@ impl Runtime {
     }
 
     fn actor_state(&self, key: &str) -> Option<ActorState> {
-        self.inner
-            .actors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+        self.inner.actors.locked().get(key).cloned()
     }
 
     /// Stop accepting work, close every connection, stop every child proc
@@ -855,8 +820,7 @@ impl Runtime {
         let children: Vec<String> = self
             .inner
             .children
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .keys()
             .cloned()
             .chain(self.inner.remote.addrs())
@@ -873,34 +837,16 @@ impl Runtime {
             l.shutdown();
             let _ = std::fs::remove_file(path);
         }
-        let conns: Vec<Arc<Conn>> = self
-            .inner
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, c)| c)
-            .collect();
+        let conns: Vec<Arc<Conn>> = self.inner.conns.locked().drain().map(|(_, c)| c).collect();
         for c in conns {
             c.shutdown();
         }
         if let Ok(path) = unix_path(&self.inner.addr) {
             let _ = std::fs::remove_file(path);
         }
-        self.inner
-            .dir
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.inner.dir.locked().take();
         // Fail whatever is still waiting.
-        let ports: Vec<Arc<Gather>> = self
-            .inner
-            .ports
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, g)| g)
-            .collect();
+        let ports: Vec<Arc<Gather>> = self.inner.ports.locked().drain().map(|(_, g)| g).collect();
         for g in ports {
             g.done
                 .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
@@ -908,8 +854,7 @@ impl Runtime {
         let streams: Vec<Arc<StreamPort>> = self
             .inner
             .streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .drain()
             .map(|(_, s)| s)
             .collect();
@@ -934,7 +879,7 @@ impl Runtime {
 impl Gather {
     fn finish(&self) {
         let values: Vec<PointValue> = {
-            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state.locked();
             st.values
                 .iter_mut()
                 .map(|v| v.take().unwrap_or_else(|| PointValue::error("no reply")))
@@ -998,8 +943,7 @@ impl Inner {
             }
         };
         self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .entry(peer)
             .or_insert_with(|| conn.clone());
         self.conns_changed();
@@ -1013,26 +957,20 @@ impl Inner {
     fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
         let gate = self
             .connecting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .entry(addr.to_string())
             .or_default()
             .clone();
         let result = {
-            let _one_at_a_time = gate.lock().unwrap_or_else(|p| p.into_inner());
+            let _one_at_a_time = gate.locked();
             // Another thread may have connected while we waited.
-            let existing = self
-                .conns
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(addr)
-                .cloned();
+            let existing = self.conns.locked().get(addr).cloned();
             match existing {
                 Some(c) => Ok(c),
                 None => self.connect_now(addr),
             }
         };
-        let mut connecting = self.connecting.lock().unwrap_or_else(|p| p.into_inner());
+        let mut connecting = self.connecting.locked();
         // Forget the gate once no other thread holds it.
         if Arc::strong_count(&gate) == 2 {
             connecting.remove(addr);
@@ -1059,7 +997,7 @@ impl Inner {
                 .map_err(|e| Error::io("socket setup", e))?,
         );
         let registered = {
-            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            let mut conns = self.conns.locked();
             let c = conns
                 .entry(addr.to_string())
                 .or_insert_with(|| conn.clone())
@@ -1079,7 +1017,7 @@ impl Inner {
             return;
         }
         let peer_still_connected = {
-            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            let mut conns = self.conns.locked();
             conns.retain(|_, c| !Arc::ptr_eq(c, conn));
             conns.contains_key(&conn.peer)
         };
@@ -1100,12 +1038,7 @@ impl Inner {
                 self.fail_peer_slots(peer, &p.exit.peek().unwrap_or_default());
             }
         }
-        let child = self
-            .children
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(peer)
-            .cloned();
+        let child = self.children.locked().get(peer).cloned();
         let why = match child {
             // Prefer the exit status to "connection closed" when we can get it.
             Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
@@ -1137,7 +1070,7 @@ impl Inner {
     /// These procs are being stopped: no cast will be routed through them
     /// again, so they leave the lost set.
     fn forget_lost(&self, addrs: &[String]) {
-        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lost = self.lost.locked();
         for a in addrs {
             lost.remove(a);
         }
@@ -1149,8 +1082,7 @@ impl Inner {
     fn fail_peer_slots(&self, peer: &str, why: &str) {
         let ports: Vec<(u64, Arc<Gather>)> = self
             .ports
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
             .map(|(k, g)| (*k, g.clone()))
             .collect();
@@ -1158,10 +1090,7 @@ impl Inner {
         // away) is not recorded, so the set holds only failed procs of
         // meshes not yet stopped (`forget_lost`) instead of growing forever.
         if !self.is_stopping(peer) {
-            self.lost
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(peer.to_string());
+            self.lost.locked().insert(peer.to_string());
             self.any_lost.store(true, Ordering::Relaxed);
         }
         if let Some(me) = self.me.upgrade() {
@@ -1182,8 +1111,7 @@ impl Inner {
         }
         let streams: Vec<(u64, Arc<StreamPort>)> = self
             .streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
             .map(|(k, s)| (*k, s.clone()))
             .collect();
@@ -1200,10 +1128,7 @@ impl Inner {
             ErrorKind::ProcFailed,
             format!("proc {} {exit} before it was ready", child.addr),
         )));
-        self.ready
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&child.addr);
+        self.ready.locked().remove(&child.addr);
         // Recorded first, so a call made once this one failed fails at once.
         self.proc_failed(child, exit);
         self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
@@ -1211,7 +1136,7 @@ impl Inner {
 
     fn push_event(&self, ev: Event) {
         {
-            let mut q = self.events.q.lock().unwrap_or_else(|p| p.into_inner());
+            let mut q = self.events.q.locked();
             q.push_back(ev);
             self.events.len.fetch_add(1, Ordering::AcqRel);
         }
@@ -1227,11 +1152,7 @@ impl Inner {
         } = frame;
         match env.kind {
             Kind::Ready => {
-                let r = self
-                    .ready
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(peer);
+                let r = self.ready.locked().remove(peer);
                 match r {
                     Some(r) => {
                         self.heartbeat_seen(peer);
@@ -1329,7 +1250,7 @@ impl Inner {
     /// Decide whether an actor-bound event may be queued; Err is the reason
     /// it is refused (answered to the sender as an error).
     fn admit(&self, ev: &Event) -> std::result::Result<(), String> {
-        let mut actors = self.actors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut actors = self.actors.locked();
         match ev.kind {
             EventKind::Spawn => {
                 if actors.contains_key(&ev.actor) {
@@ -1381,16 +1302,10 @@ impl Inner {
                     Ok(_) => ActorState::Alive,
                     Err((msg, _)) => ActorState::Failed(format!("constructor raised: {msg}")),
                 };
-                self.actors
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(ev.actor.clone(), state);
+                self.actors.locked().insert(ev.actor.clone(), state);
             }
             EventKind::StopActor => {
-                self.actors
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&ev.actor);
+                self.actors.locked().remove(&ev.actor);
             }
             EventKind::Supervise => {
                 self.supervise_answered(ev, &result);
@@ -1436,12 +1351,7 @@ impl Inner {
     }
 
     fn fill(&self, port: u64, slot: u64, value: PointValue) {
-        let g = self
-            .ports
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&port)
-            .cloned();
+        let g = self.ports.locked().get(&port).cloned();
         let Some(g) = g else {
             let value = match self.me.upgrade() {
                 Some(me) => match me.relay_fill(port, slot, value) {
@@ -1450,19 +1360,11 @@ impl Inner {
                 },
                 None => value,
             };
-            let s = self
-                .streams
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&port)
-                .cloned();
+            let s = self.streams.locked().get(&port).cloned();
             match s {
                 Some(s) => {
                     if s.deliver(slot, value) {
-                        self.streams
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&port);
+                        self.streams.locked().remove(&port);
                     }
                 }
                 None => tracing::debug!(port, "reply to a closed port dropped"),
@@ -1470,7 +1372,7 @@ impl Inner {
             return;
         };
         let finished = {
-            let mut st = g.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = g.state.locked();
             let Some(cell) = st.values.get_mut(slot as usize) else {
                 tracing::warn!(port, slot, "reply to a slot that does not exist");
                 return;
@@ -1483,10 +1385,7 @@ impl Inner {
             st.remaining == 0
         };
         if finished {
-            self.ports
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&port);
+            self.ports.locked().remove(&port);
             g.finish();
         }
     }
@@ -1526,21 +1425,11 @@ impl Inner {
     }
 
     fn conn_to(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        if let Some(c) = self
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(addr)
-        {
+        if let Some(c) = self.conns.locked().get(addr) {
             return Ok(c.clone());
         }
         // A child we started connects to us; wait until it has said Ready.
-        let pending = self
-            .ready
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(addr)
-            .cloned();
+        let pending = self.ready.locked().get(addr).cloned();
         if let Some(ready) = pending {
             if !ready.wait(Some(spawn_timeout())) {
                 return Err(Error::new(
@@ -1552,12 +1441,7 @@ impl Inner {
                 ));
             }
             ready.peek().unwrap_or(Ok(()))?;
-            if let Some(c) = self
-                .conns
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(addr)
-            {
+            if let Some(c) = self.conns.locked().get(addr) {
                 return Ok(c.clone());
             }
         }
@@ -1573,12 +1457,7 @@ impl Inner {
     /// If `addr` is a child of ours that has exited (waiting up to `wait`
     /// for it to be reaped), an error saying how it ended.
     fn child_exit_error(&self, addr: &str, wait: Duration) -> Option<Error> {
-        let child = self
-            .children
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(addr)
-            .cloned()?;
+        let child = self.children.locked().get(addr).cloned()?;
         child.exit.wait(Some(wait));
         let exit = child.exit.peek()?;
         Some(Error::new(

@@ -21,6 +21,7 @@
 //! halves used by `conn.rs` are [`TlsStream::recv_plain`],
 //! [`TlsStream::send_plain`] and [`TlsStream::flush_tls`].
 
+use crate::sync::LockExt;
 use std::io::{self, BufRead, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -192,7 +193,7 @@ pub fn global() -> Result<Option<Arc<TlsConfig>>> {
     static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let key: EnvKey = [var(ENV_TLS_CERT), var(ENV_TLS_KEY), var(ENV_TLS_CA)];
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cache = CACHE.locked();
     if let Some((k, r)) = cache.as_ref() {
         if *k == key {
             return r.clone();
@@ -385,7 +386,7 @@ impl TlsStream {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
+        self.st.locked()
     }
 
     /// Run the handshake to its end on a blocking socket.

@@ -11,6 +11,7 @@
 //! of READY lines, errors and cleanup. Running real agents and a job across
 //! them is in bindings/python/tests/test_slurm.py.
 
+use monarch_core::sync::LockExt;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,7 +27,7 @@ fn cluster() -> Option<std::sync::MutexGuard<'static, ()>> {
         eprintln!("MONARCH_SLURM_TEST is not 1: no SLURM cluster, test not run (see scripts/slurm/with-cluster.sh)");
         return None;
     }
-    let guard = CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let guard = CLUSTER.locked();
     let ping = Command::new("scontrol")
         .arg("ping")
         .output()

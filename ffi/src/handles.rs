@@ -2,6 +2,7 @@
 //! pointer to Rust memory, so a stale, freed or wrong-kind handle is
 //! detected and reported instead of being dereferenced.
 
+use monarch_core::sync::LockExt;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
@@ -77,7 +78,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 });
 
 fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+    REGISTRY.locked()
 }
 
 /// Store `object`; the returned value is what C sees as the handle.

@@ -14,6 +14,7 @@ pub mod rdma;
 mod slurm;
 mod status;
 
+use monarch_core::sync::LockExt;
 use std::ffi::{c_char, c_int};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -194,7 +195,7 @@ pub unsafe extern "C" fn monarch_runtime_new(out: *mut *mut monarch_runtime) -> 
     guard(|| {
         let out = out_ptr(out, "out")?;
         init_logging();
-        let mut live = RUNTIME_LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        let mut live = RUNTIME_LIVE.locked();
         if *live {
             return Err(Fail::invalid("a runtime already exists in this process"));
         }
@@ -216,7 +217,7 @@ pub unsafe extern "C" fn monarch_runtime_free(rt: *mut monarch_runtime) -> monar
             unreachable!("remove checks the kind")
         };
         r.shutdown();
-        *RUNTIME_LIVE.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        *RUNTIME_LIVE.locked() = false;
         Ok(())
     })
 }
@@ -357,7 +358,7 @@ pub unsafe extern "C" fn monarch_runtime_next_event_header(
         let held = Arc::new(hold_event(r.next_event(timeout(timeout_ms))?));
         {
             let ptr = |s: &Option<std::ffi::CString>| s.as_deref().unwrap_or(c"").as_ptr();
-            let g = held.event.lock().unwrap_or_else(|p| p.into_inner());
+            let g = held.event.locked();
             let (part0, part0_len) = match g.parts.first() {
                 Some(p) => (p.as_ptr(), p.len()),
                 None => (std::ptr::null(), 0),
@@ -1167,7 +1168,7 @@ pub unsafe extern "C" fn monarch_event_info(
 ) -> monarch_status {
     guard(|| {
         let e = typed!(ev, Event, "event");
-        let kind = e.event.lock().unwrap_or_else(|p| p.into_inner()).kind as u32;
+        let kind = e.event.locked().kind as u32;
         *out_ptr(out_kind, "out_kind")? = kind;
         let ptr = |s: &Option<std::ffi::CString>| s.as_deref().unwrap_or(c"").as_ptr();
         if !out_actor.is_null() {
@@ -1195,7 +1196,7 @@ pub unsafe extern "C" fn monarch_event_rank(
 ) -> monarch_status {
     guard(|| {
         let e = typed!(ev, Event, "event");
-        let g = e.event.lock().unwrap_or_else(|p| p.into_inner());
+        let g = e.event.locked();
         *out_ptr(out_rank, "out_rank")? = g.message_rank;
         let (p, n) = match &g.shape {
             Some(s) => (s.as_ptr(), s.len()),
@@ -1215,12 +1216,7 @@ pub unsafe extern "C" fn monarch_event_nparts(
 ) -> monarch_status {
     guard(|| {
         let e = typed!(ev, Event, "event");
-        *out_ptr(out, "out")? = e
-            .event
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .parts
-            .len();
+        *out_ptr(out, "out")? = e.event.locked().parts.len();
         Ok(())
     })
 }
@@ -1235,7 +1231,7 @@ pub unsafe extern "C" fn monarch_event_part(
 ) -> monarch_status {
     guard(|| {
         let e = typed!(ev, Event, "event");
-        let g = e.event.lock().unwrap_or_else(|p| p.into_inner());
+        let g = e.event.locked();
         let bytes = g.parts.get(part).ok_or_else(|| {
             Fail::invalid(format!(
                 "part {part} out of range: event has {}",
@@ -1256,18 +1252,14 @@ pub unsafe extern "C" fn monarch_event_wants_reply(
 ) -> monarch_status {
     guard(|| {
         let e = typed!(ev, Event, "event");
-        *out_ptr(out, "out")? = e
-            .event
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .wants_reply();
+        *out_ptr(out, "out")? = e.event.locked().wants_reply();
         Ok(())
     })
 }
 
 fn answer(ev: *mut monarch_event, result: monarch_core::runtime::Answer<'_>) -> Result<(), Fail> {
     let e = typed!(ev, Event, "event");
-    let mut g = e.event.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = e.event.locked();
     g.reply(result).map_err(Fail::from)
 }
 
@@ -1341,11 +1333,7 @@ pub unsafe extern "C" fn monarch_event_take_port(
         let e = typed!(ev, Event, "event");
         out_ptr(out, "out")?;
         out_ptr(out_len, "out_len")?;
-        let taken = e
-            .event
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take_reply_port();
+        let taken = e.event.locked().take_reply_port();
         match taken {
             Some(r) => owned_buffer(r.encode(), out, out_len),
             None => {

@@ -19,6 +19,7 @@
 //! from the kernel if this process dies (`PR_SET_PDEATHSIG`), so neither
 //! agents nor allocations outlive the controller.
 
+use crate::sync::LockExt;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -311,7 +312,7 @@ impl SlurmAgents {
         }
         let deadline = Instant::now() + timeout;
         let shared = self.shared.clone();
-        let mut seen = shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = shared.seen.locked();
         let failed = loop {
             if let Some(line) = &seen.malformed {
                 break Failed::Malformed(line.clone());
@@ -351,7 +352,7 @@ impl SlurmAgents {
         };
         let seen = {
             let deadline = Instant::now() + Duration::from_secs(2);
-            let mut seen = shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let mut seen = shared.seen.locked();
             while seen.eof < 2 && Instant::now() < deadline {
                 seen = shared
                     .changed
@@ -408,13 +409,13 @@ impl SlurmAgents {
 
     /// The SLURM job id (as srun reported it, or the allocation's).
     pub fn job_id(&self) -> Option<String> {
-        let seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self.shared.seen.locked();
         seen.job_id.clone().or_else(|| self.alloc_job.clone())
     }
 
     /// The step id `<job>.<step>` of the agents, as srun reported it.
     pub fn step_id(&self) -> Option<String> {
-        let seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self.shared.seen.locked();
         seen.step_id.clone()
     }
 
@@ -432,20 +433,20 @@ impl SlurmAgents {
     /// The node name of each agent, in task order (as srun reported them;
     /// empty if it did not).
     pub fn nodes(&self) -> Vec<String> {
-        let seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self.shared.seen.locked();
         seen.nodes.values().cloned().collect()
     }
 
     /// Tasks srun reported as ended (task number -> how), e.g. an agent
     /// that was killed.
     pub fn ended_tasks(&self) -> BTreeMap<usize, String> {
-        let seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self.shared.seen.locked();
         seen.ended.clone()
     }
 
     /// Whether srun is still running.
     pub fn is_running(&self) -> bool {
-        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        let mut child = self.child.locked();
         match child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => false,
@@ -457,7 +458,7 @@ impl SlurmAgents {
     /// Returns once srun has exited. Idempotent.
     pub fn stop(&self) {
         let running = {
-            let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+            let mut child = self.child.locked();
             match child.as_mut() {
                 Some(c) => matches!(c.try_wait(), Ok(None)),
                 None => false,
@@ -482,7 +483,7 @@ impl SlurmAgents {
     /// allocation) or its job (one srun made), so no agent outlives it.
     fn scancel(&self) {
         let target = {
-            let seen = self.shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = self.shared.seen.locked();
             if self.alloc_job.is_some() {
                 seen.step_id.clone()
             } else {
@@ -502,7 +503,7 @@ impl SlurmAgents {
     }
 
     fn kill(&self) {
-        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        let mut child = self.child.locked();
         if let Some(c) = child.as_mut() {
             let _ = c.kill();
         }
@@ -515,7 +516,7 @@ impl SlurmAgents {
         let mut sleep = Duration::from_millis(1);
         loop {
             {
-                let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+                let mut child = self.child.locked();
                 match child.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(Some(status))) => return Some(status),
                     Some(Ok(None)) => {}
@@ -630,7 +631,7 @@ fn spawn_reader(
                 }
                 let line = String::from_utf8_lossy(&buf);
                 let line = line.trim_end_matches(['\n', '\r']).to_string();
-                let mut seen = shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+                let mut seen = shared.seen.locked();
                 let keep = if is_stderr {
                     tracing::debug!("{line}");
                     on_srun_line(&mut seen, &line)
@@ -645,7 +646,7 @@ fn spawn_reader(
                 drop(seen);
                 shared.changed.notify_all();
             }
-            let mut seen = shared.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let mut seen = shared.seen.locked();
             seen.eof += 1;
             drop(seen);
             shared.changed.notify_all();

@@ -11,6 +11,7 @@
 //! With a TLS configuration (`crate::tls`), TCP data connections run
 //! inside mutual TLS like control connections (abstract Unix sockets never).
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -222,12 +223,7 @@ fn pool() -> &'static Mutex<HashMap<String, Vec<Stream>>> {
 /// An idle authenticated connection to `target`, or a new one.
 pub fn get(target: &str, token: &str, owner: &str) -> Result<Stream> {
     let me = super::my_id();
-    if let Some(s) = pool()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_mut(target)
-        .and_then(|v| v.pop())
-    {
+    if let Some(s) = pool().locked().get_mut(target).and_then(|v| v.pop()) {
         return Ok(s);
     }
     let mut s = open(target).map_err(|e| {
@@ -245,7 +241,7 @@ pub fn get(target: &str, token: &str, owner: &str) -> Result<Stream> {
 
 /// Return a healthy connection to the pool (at most a few per target).
 pub fn put(target: &str, s: Stream) {
-    let mut p = pool().lock().unwrap_or_else(|p| p.into_inner());
+    let mut p = pool().locked();
     let v = p.entry(target.to_string()).or_default();
     if v.len() < 16 {
         v.push(s);
@@ -254,10 +250,7 @@ pub fn put(target: &str, s: Stream) {
 
 /// Forget every idle connection to `target` (after it failed).
 pub fn forget(target: &str) {
-    pool()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(target);
+    pool().locked().remove(target);
 }
 
 /// The error for a connection that broke mid-operation: the owner is gone.

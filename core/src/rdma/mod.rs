@@ -27,6 +27,7 @@ pub mod same_host;
 mod server;
 pub mod tcp;
 
+use crate::sync::LockExt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -431,10 +432,7 @@ impl Buffer {
             && !SAME_HOST_REFUSED.load(Ordering::Relaxed);
         let verbs_ok = self.desc.backends & descriptor::OFFER_IBVERBS != 0
             && ibverbs::probe().available
-            && !VERBS_REFUSED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains(&self.desc.tcp_addr);
+            && !VERBS_REFUSED.locked().contains(&self.desc.tcp_addr);
         let auto = || {
             if verbs_ok {
                 Backend::Ibverbs
@@ -516,10 +514,7 @@ impl Buffer {
             Backend::Ibverbs => match self.verbs_transfer(offset, local, len, write) {
                 Err(e) if e.kind == ErrorKind::Io => {
                     tracing::info!(error = %e, owner = %self.desc.owner, "ibverbs transfer failed; using TCP with this owner");
-                    VERBS_REFUSED
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(self.desc.tcp_addr.clone());
+                    VERBS_REFUSED.locked().insert(self.desc.tcp_addr.clone());
                     self.backend.store(Backend::Tcp as u8, Ordering::Relaxed);
                     self.tcp_transfer(offset, local, len, write)
                 }

@@ -10,6 +10,7 @@
 //! end, so memory is never handed back to its owner's allocator while a
 //! peer may still write into it.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -56,7 +57,7 @@ pub(crate) struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let mut st = self.region.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.region.state.locked();
         st.leases -= 1;
         if st.leases == 0 {
             self.region.cv.notify_all();
@@ -98,20 +99,12 @@ pub(crate) fn register(ptr: usize, len: usize, writable: bool, refs: usize) -> (
         }),
         cv: Condvar::new(),
     });
-    t.map
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(id, r);
+    t.map.locked().insert(id, r);
     (id, key)
 }
 
 fn lookup(id: u64, key: u64) -> Result<Arc<Region>> {
-    let r = table()
-        .map
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&id)
-        .cloned();
+    let r = table().map.locked().get(&id).cloned();
     match r {
         Some(r) if r.key == key => Ok(r),
         _ => Err(Error::invalid(format!(
@@ -138,7 +131,7 @@ pub(crate) fn lease(id: u64, key: u64, offset: u64, len: u64, write: bool) -> Re
         )));
     }
     {
-        let mut st = r.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = r.state.locked();
         if st.dropped {
             return Err(Error::invalid(format!("RDMA buffer {id} was dropped")));
         }
@@ -157,7 +150,7 @@ pub(crate) fn is_registered(id: u64, key: u64) -> bool {
 pub(crate) fn unref(id: u64, key: u64) -> Result<bool> {
     let r = lookup(id, key)?;
     let last = {
-        let mut st = r.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = r.state.locked();
         st.refs = st.refs.saturating_sub(1);
         st.refs == 0
     };
@@ -171,7 +164,7 @@ pub(crate) fn unref(id: u64, key: u64) -> Result<bool> {
 /// until the held ones end. Idempotent; unknown ids are an error.
 pub(crate) fn release(id: u64, key: u64) -> Result<()> {
     let r = {
-        let mut m = table().map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = table().map.locked();
         match m.get(&id) {
             Some(r) if r.key == key => m.remove(&id),
             _ => None,
@@ -183,7 +176,7 @@ pub(crate) fn release(id: u64, key: u64) -> Result<()> {
             format!("RDMA buffer {id} was already dropped"),
         ));
     };
-    let mut st = r.state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut st = r.state.locked();
     st.dropped = true;
     while st.leases > 0 {
         st = r.cv.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -193,5 +186,5 @@ pub(crate) fn release(id: u64, key: u64) -> Result<()> {
 
 /// Number of registered regions (for tests and diagnostics).
 pub fn registered_count() -> usize {
-    table().map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    table().map.locked().len()
 }

@@ -2,6 +2,7 @@
 //! routing itself is `crate::multicast`) and, for a gather, collect the
 //! subtree's replies and send them up together.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -40,22 +41,17 @@ pub(crate) struct Relays(Mutex<HashMap<u64, Arc<Relay>>>);
 
 impl Relays {
     fn get(&self, port: u64) -> Option<Arc<Relay>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&port)
-            .cloned()
+        self.0.locked().get(&port).cloned()
     }
 
     /// Relays in flight.
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.0.locked().len()
     }
 
     fn all(&self) -> Vec<(u64, Arc<Relay>)> {
         self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
             .map(|(k, r)| (*k, r.clone()))
             .collect()
@@ -110,12 +106,9 @@ impl Inner {
             .collect();
         let lost = |r: usize| {
             self.any_lost.load(std::sync::atomic::Ordering::Relaxed)
-                && addrs.get(&r).is_some_and(|a| {
-                    self.lost
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .contains(*a)
-                })
+                && addrs
+                    .get(&r)
+                    .is_some_and(|a| self.lost.locked().contains(*a))
         };
         let members = env.cast_ranks[1..]
             .iter()
@@ -166,11 +159,7 @@ impl Inner {
                         values,
                     }),
                 });
-                self.cast_relays
-                    .0
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(id, r.clone());
+                self.cast_relays.0.locked().insert(id, r.clone());
                 Some((id, r))
             })
             .flatten();
@@ -210,7 +199,7 @@ impl Inner {
         if let Some((id, r)) = relay {
             if self.any_lost.load(Ordering::Relaxed) {
                 let gone: Vec<String> = {
-                    let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+                    let lost = self.lost.locked();
                     r.owed
                         .keys()
                         .filter(|a| lost.contains(*a))
@@ -237,7 +226,7 @@ impl Inner {
             return Some(value);
         };
         let done = {
-            let mut st = r.st.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = r.st.locked();
             match st.values.get_mut(&slot) {
                 Some(cell @ None) => *cell = Some(value),
                 _ => return None,
@@ -246,14 +235,9 @@ impl Inner {
             st.remaining == 0
         };
         if done {
-            self.cast_relays
-                .0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&port);
+            self.cast_relays.0.locked().remove(&port);
             let values: Vec<(u64, PointValue)> =
-                r.st.lock()
-                    .unwrap_or_else(|p| p.into_inner())
+                r.st.locked()
                     .values
                     .drain()
                     .map(|(s, v)| (s, v.unwrap_or_else(|| PointValue::error("no reply"))))

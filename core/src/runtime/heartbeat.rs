@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::io::signal_eventfd;
-use super::supervise::lock;
 use super::Inner;
+use crate::sync::LockExt;
 use crate::wire::{Envelope, Kind};
 
 /// The heartbeat timeout (None: heartbeats are off).
@@ -68,17 +68,20 @@ impl Inner {
     /// A child said Ready or answered a heartbeat.
     pub(super) fn heartbeat_seen(&self, peer: &str) {
         if self.hb.started.load(Ordering::Relaxed) {
-            lock(&self.hb.seen).insert(peer.to_string(), Instant::now());
+            self.hb
+                .seen
+                .locked()
+                .insert(peer.to_string(), Instant::now());
         }
     }
 
     pub(super) fn heartbeat_lost(&self, addr: &str) -> bool {
-        lock(&self.hb.lost).contains(addr)
+        self.hb.lost.locked().contains(addr)
     }
 
     /// Answer a parent's heartbeat, never blocking the reading thread.
     pub(super) fn answer_heartbeat(&self, peer: &str) {
-        let conn = lock(&self.conns).get(peer).cloned();
+        let conn = self.conns.locked().get(peer).cloned();
         let Some(conn) = conn else { return };
         let mut env = Envelope::new(Kind::HeartbeatAck);
         env.sender = self.addr.clone();
@@ -95,11 +98,11 @@ impl Inner {
 
     /// One round: declare hung children failed, probe the others.
     fn heartbeat_round(&self, timeout: Duration) {
-        let children: Vec<_> = lock(&self.children).values().cloned().collect();
+        let children: Vec<_> = self.children.locked().values().cloned().collect();
         let now = Instant::now();
         let mut live = Vec::new();
         {
-            let mut seen = lock(&self.hb.seen);
+            let mut seen = self.hb.seen.locked();
             seen.retain(|addr, _| {
                 children
                     .iter()
@@ -112,7 +115,7 @@ impl Inner {
                 }
                 let last = *seen.entry(c.addr.clone()).or_insert(now);
                 if now.duration_since(last) > timeout {
-                    if lock(&self.hb.lost).insert(c.addr.clone()) {
+                    if self.hb.lost.locked().insert(c.addr.clone()) {
                         tracing::warn!(addr = %c.addr, ?timeout, "proc stopped answering heartbeats; killing it");
                         c.kill();
                     }
@@ -124,7 +127,7 @@ impl Inner {
         let mut env = Envelope::new(Kind::Heartbeat);
         env.sender = self.addr.clone();
         for addr in live {
-            let conn = lock(&self.conns).get(&addr).cloned();
+            let conn = self.conns.locked().get(&addr).cloned();
             if let Some(conn) = conn {
                 self.buffer_small(&conn, &env);
             }

@@ -8,6 +8,7 @@
 //! watches the notification fd; it also guarantees that batched frames are
 //! written within `FLUSH_DELAY`. See docs/architecture.md, "Waiting".
 
+use crate::sync::LockExt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -284,18 +285,13 @@ impl Inner {
     }
 
     pub(super) fn conn_list(&self) -> Vec<Arc<Conn>> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.conns.locked().values().cloned().collect()
     }
 
     /// Read what one connection has ready (waiting for its reader lock).
     pub(super) fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
         let result = {
-            let mut r = conn.reader.lock().unwrap_or_else(|p| p.into_inner());
+            let mut r = conn.reader.locked();
             r.drain(&mut |f| self.dispatch(&conn.peer, f))
         };
         if let Err(e) = result {
@@ -371,13 +367,7 @@ impl Inner {
         if self.parking.count.load(Ordering::SeqCst) == 0 {
             return;
         }
-        for fd in self
-            .parking
-            .fds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for fd in self.parking.fds.locked().iter() {
             // A parked thread's own eventfd stays registered, hence open,
             // until that thread unparks.
             signal_eventfd(*fd);
@@ -416,7 +406,7 @@ impl Inner {
                 }
             };
             {
-                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
+                let mut fds = self.parking.fds.locked();
                 fds.push(own);
                 self.parking.count.fetch_add(1, Ordering::SeqCst);
             }
@@ -437,7 +427,7 @@ impl Inner {
                 polled = Some((conns, fds));
             }
             {
-                let mut fds = self.parking.fds.lock().unwrap_or_else(|p| p.into_inner());
+                let mut fds = self.parking.fds.locked();
                 if let Some(i) = fds.iter().position(|f| *f == own) {
                     fds.swap_remove(i);
                 }

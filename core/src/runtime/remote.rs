@@ -14,6 +14,7 @@
 //! A remote proc's exit, its host's loss and a lost heartbeat feed the same
 //! supervision path as a local child's death (`proc_failed_at`).
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,17 +45,12 @@ pub(crate) struct RemoteProcs {
 
 impl RemoteProcs {
     pub(super) fn get(&self, addr: &str) -> Option<Arc<RemoteProc>> {
-        self.procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(addr)
-            .cloned()
+        self.procs.locked().get(addr).cloned()
     }
 
     fn of_agent(&self, agent: &str) -> Vec<(String, Arc<RemoteProc>)> {
         self.procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
             .filter(|(_, p)| p.agent == agent)
             .map(|(a, p)| (a.clone(), p.clone()))
@@ -62,12 +58,7 @@ impl RemoteProcs {
     }
 
     pub(crate) fn addrs(&self) -> Vec<String> {
-        self.procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.procs.locked().keys().cloned().collect()
     }
 }
 
@@ -138,23 +129,14 @@ impl Runtime {
     pub(crate) fn expect_remote(&self, addr: &str, agent: &str) {
         let ready: Completion<Result<()>> =
             Completion::with_pump(None, Some(self.inner.pump.clone()));
-        self.inner
-            .ready
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(addr.to_string(), ready);
-        self.inner
-            .remote
-            .procs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                addr.to_string(),
-                Arc::new(RemoteProc {
-                    agent: agent.to_string(),
-                    exit: Completion::new(None),
-                }),
-            );
+        self.inner.ready.locked().insert(addr.to_string(), ready);
+        self.inner.remote.procs.locked().insert(
+            addr.to_string(),
+            Arc::new(RemoteProc {
+                agent: agent.to_string(),
+                exit: Completion::new(None),
+            }),
+        );
         self.inner.start_heartbeat();
     }
 
@@ -379,8 +361,7 @@ impl Runtime {
     pub fn serve_builtin(&self, name: &str) {
         self.inner
             .actors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .insert(name.to_string(), super::ActorState::Alive);
     }
 
@@ -391,11 +372,7 @@ impl Runtime {
 
     /// Whether a connection to (or from) `addr` is open.
     pub fn is_connected(&self, addr: &str) -> bool {
-        self.inner
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(addr)
+        self.inner.conns.locked().contains_key(addr)
     }
 
     /// Report `method` with `parts` to the controller at `controller`

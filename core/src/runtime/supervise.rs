@@ -18,6 +18,7 @@
 //!   queue pulled with `Runtime::next_supervision_event`.
 //! - Calls to any view that contains a failed proc or actor fail at once.
 
+use crate::sync::LockExt;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -110,7 +111,7 @@ impl Inner {
             "procs.{}",
             self.sup.next_mesh.fetch_add(1, Ordering::Relaxed)
         );
-        lock(&self.sup.proc_meshes).push(ProcMeshEntry {
+        self.sup.proc_meshes.locked().push(ProcMeshEntry {
             name: name.clone(),
             procs,
             owner: Self::current_owner(),
@@ -119,7 +120,7 @@ impl Inner {
     }
 
     pub(super) fn register_actor_mesh(&self, key: &str, name: &str, procs: &[String]) {
-        lock(&self.sup.actor_meshes).insert(
+        self.sup.actor_meshes.locked().insert(
             key.to_string(),
             ActorMeshEntry {
                 name: name.to_string(),
@@ -130,7 +131,7 @@ impl Inner {
     }
 
     pub(super) fn record_hosted(&self, key: &str, spawner: &str, rank: u64) {
-        lock(&self.sup.hosted).insert(
+        self.sup.hosted.locked().insert(
             key.to_string(),
             Hosted {
                 spawner: spawner.to_string(),
@@ -149,8 +150,8 @@ impl Inner {
         if !self.sup.any_failed.load(Ordering::Acquire) {
             return Ok(());
         }
-        let procs = lock(&self.sup.failed_procs);
-        let actors = lock(&self.sup.failed_actors);
+        let procs = self.sup.failed_procs.locked();
+        let actors = self.sup.failed_actors.locked();
         // The failed procs and this mesh's failed actors, by address (few),
         // so each point costs one lookup and no allocation.
         let mut failed: HashMap<&str, &str> = actors
@@ -177,11 +178,11 @@ impl Inner {
     }
 
     pub(super) fn mark_stopping(&self, addrs: &[String]) {
-        lock(&self.sup.stopping).extend(addrs.iter().cloned());
+        self.sup.stopping.locked().extend(addrs.iter().cloned());
     }
 
     pub(super) fn is_stopping(&self, addr: &str) -> bool {
-        self.shutting_down.load(Ordering::SeqCst) || lock(&self.sup.stopping).contains(addr)
+        self.shutting_down.load(Ordering::SeqCst) || self.sup.stopping.locked().contains(addr)
     }
 
     /// A child proc has exited: unless it was being stopped, its rank of
@@ -219,19 +220,25 @@ impl Inner {
         let report = format!("proc {} {how}", addr);
         {
             // Once per proc (the reaper and a reader may both get here).
-            let mut failed = lock(&self.sup.failed_procs);
+            let mut failed = self.sup.failed_procs.locked();
             if failed.contains_key(addr) {
                 return;
             }
             failed.insert(addr.to_string(), report.clone());
         }
         self.sup.any_failed.store(true, Ordering::Release);
-        let hosted_meshes: Vec<String> = lock(&self.sup.actor_meshes)
+        let hosted_meshes: Vec<String> = self
+            .sup
+            .actor_meshes
+            .locked()
             .values()
             .filter(|m| m.procs.iter().any(|p| p == addr))
             .map(|m| format!("'{}'", m.name))
             .collect();
-        let events: Vec<SupervisionEvent> = lock(&self.sup.proc_meshes)
+        let events: Vec<SupervisionEvent> = self
+            .sup
+            .proc_meshes
+            .locked()
             .iter()
             .filter_map(|m| {
                 let rank = m.procs.iter().position(|p| *p == addr)?;
@@ -272,8 +279,10 @@ impl Inner {
         payload: Vec<u8>,
         caused_by: Option<SupervisionEvent>,
     ) {
-        lock(&self.actors).insert(key.to_string(), ActorState::Failed(report.to_string()));
-        let (spawner, rank) = match lock(&self.sup.hosted).get(key) {
+        self.actors
+            .locked()
+            .insert(key.to_string(), ActorState::Failed(report.to_string()));
+        let (spawner, rank) = match self.sup.hosted.locked().get(key) {
             Some(h) => (h.spawner.clone(), h.rank),
             None => {
                 tracing::error!(actor = %key, error = %report, "unhandled failure of an actor with no known owner");
@@ -328,7 +337,10 @@ impl Inner {
             return;
         };
         ev.proc = peer.to_string();
-        let entry = lock(&self.sup.actor_meshes)
+        let entry = self
+            .sup
+            .actor_meshes
+            .locked()
             .get(&ev.mesh_key)
             .map(|m| (m.name.clone(), m.owner.clone(), m.procs.clone()));
         match entry {
@@ -348,7 +360,7 @@ impl Inner {
             }
         }
         if ev.cause != FailureCause::Undeliverable {
-            lock(&self.sup.failed_actors).insert(
+            self.sup.failed_actors.locked().insert(
                 (ev.mesh_key.clone(), peer.to_string()),
                 format!("actor {} failed: {}", ev.actor, summary(&ev.report)),
             );
@@ -368,7 +380,7 @@ impl Inner {
     /// Deliver an event to its owner: an actor hosted here, or the top level.
     fn route(&self, ev: SupervisionEvent) {
         let owner_alive = !ev.owner.is_empty()
-            && matches!(lock(&self.actors).get(&ev.owner), Some(ActorState::Alive));
+            && matches!(self.actors.locked().get(&ev.owner), Some(ActorState::Alive));
         if owner_alive {
             let bytes = ev.encode();
             self.push_event(Event {
@@ -388,7 +400,7 @@ impl Inner {
         if !ev.owner.is_empty() {
             tracing::warn!(owner = %ev.owner, "owner of a failed mesh is gone; reporting to the top level");
         }
-        lock(&self.sup.queue).push_back(ev);
+        self.sup.queue.locked().push_back(ev);
         self.sup.cv.notify_all();
         self.notifier.signal();
     }
@@ -418,15 +430,18 @@ impl Inner {
     /// owner's own stop is handled.
     pub(super) fn stop_owned_then(self: &Arc<Self>, owner: Option<&str>, ev: Event) {
         let addrs: Vec<String> = match owner {
-            None => lock(&self.children).keys().cloned().collect(),
-            Some(o) => lock(&self.sup.proc_meshes)
+            None => self.children.locked().keys().cloned().collect(),
+            Some(o) => self
+                .sup
+                .proc_meshes
+                .locked()
                 .iter()
                 .filter(|m| m.owner == o)
                 .flat_map(|m| m.procs.iter().cloned())
                 .collect(),
         };
         let live: Vec<String> = {
-            let children = lock(&self.children);
+            let children = self.children.locked();
             addrs
                 .into_iter()
                 .filter(|a| children.get(a).is_some_and(|c| !c.exit.is_ready()))
@@ -449,7 +464,7 @@ impl Inner {
     }
 
     pub(super) fn wake_supervision_waiters(&self) {
-        let _q = lock(&self.sup.queue);
+        let _q = self.sup.queue.locked();
         self.sup.cv.notify_all();
     }
 }
@@ -471,7 +486,7 @@ impl Runtime {
     pub fn next_supervision_event(&self, timeout: Option<Duration>) -> Result<SupervisionEvent> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let sup = &self.inner.sup;
-        let mut q = lock(&sup.queue);
+        let mut q = sup.queue.locked();
         loop {
             if let Some(ev) = q.pop_front() {
                 return Ok(ev);
@@ -498,7 +513,7 @@ impl Runtime {
 
     /// Whether a supervision event is waiting for the top level.
     pub fn has_supervision_event(&self) -> bool {
-        !lock(&self.inner.sup.queue).is_empty()
+        !self.inner.sup.queue.locked().is_empty()
     }
 }
 
@@ -509,8 +524,4 @@ fn summary(s: &str) -> &str {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim()
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

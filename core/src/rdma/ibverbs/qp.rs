@@ -13,6 +13,7 @@
 //!   then posts RDMA READ/WRITE and ends with `OP_RELEASE`, whose answer
 //!   tells it the owner lived through the transfer.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::io::{Read, Write};
@@ -473,12 +474,7 @@ fn pool() -> &'static Mutex<HashMap<String, Vec<VConn>>> {
 }
 
 fn connect(target: &str, token: &str, owner: &str) -> Result<VConn> {
-    if let Some(c) = pool()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get_mut(target)
-        .and_then(|v| v.pop())
-    {
+    if let Some(c) = pool().locked().get_mut(target).and_then(|v| v.pop()) {
         return Ok(c);
     }
     let qp = Qp::new()?;
@@ -546,8 +542,7 @@ pub(crate) fn transfer(
     if let Err(e) = conn::request(&mut c.s, &lease, &d.owner, what) {
         if e.kind == ErrorKind::InvalidArgument {
             pool()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .locked()
                 .entry(target.to_string())
                 .or_default()
                 .push(c);
@@ -567,7 +562,7 @@ pub(crate) fn transfer(
     // The owner's acknowledgement proves it lived through the transfer.
     conn::request(&mut c.s, &release, &d.owner, what)?;
     moved?;
-    let mut p = pool().lock().unwrap_or_else(|p| p.into_inner());
+    let mut p = pool().locked();
     let v = p.entry(target.to_string()).or_default();
     if v.len() < 16 {
         v.push(c);
