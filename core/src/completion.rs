@@ -48,11 +48,16 @@ pub struct SpinPolicy {
 /// crowded (one small file read).
 pub const CROWD_CHECK_EVERY: u64 = 64;
 
+/// The CPUs this process may run on (read once).
+pub fn cpu_count() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Whether more threads are runnable right now than there are CPUs (the
 /// caller, which is running, counts). False when it cannot tell.
 pub fn machine_crowded() -> bool {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cpus = cpu_count();
     let Ok(text) = std::fs::read_to_string("/proc/loadavg") else {
         return false;
     };

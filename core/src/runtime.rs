@@ -444,6 +444,7 @@ impl Runtime {
                 polling: AtomicBool::new(false),
                 deep: AtomicBool::new(false),
                 epoch: Instant::now(),
+                gather_missing: AtomicUsize::new(usize::MAX),
             },
         });
         let acc = inner.clone();
@@ -669,6 +670,7 @@ impl Runtime {
             g.finish();
         } else {
             self.inner.ports.locked().insert(port, g);
+            self.inner.io.gather_missing.store(n, Ordering::Relaxed);
         }
         (port, done)
     }
@@ -1382,6 +1384,9 @@ impl Inner {
             }
             *cell = Some(value);
             st.remaining -= 1;
+            self.io
+                .gather_missing
+                .store(st.remaining, Ordering::Relaxed);
             st.remaining == 0
         };
         if finished {

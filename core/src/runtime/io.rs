@@ -52,6 +52,10 @@ pub(super) struct Io {
     /// hundred times).
     pub(super) deep: AtomicBool,
     pub(super) epoch: Instant,
+    /// How many replies the gather that last took one still misses
+    /// (`usize::MAX`: no gather yet). A hint for parked waiters: see
+    /// [`Inner::last_replies_close`].
+    pub(super) gather_missing: AtomicUsize,
 }
 
 /// Batched frames wait at most about this long before they are written.
@@ -144,21 +148,10 @@ impl Inner {
         let start = Instant::now();
         self.io.active.fetch_add(1, Ordering::SeqCst);
         self.kick_io();
-        // Reading the sockets costs a syscall per connection; between reads
-        // the spin only checks the condition (another thread may complete it).
-        let turn = std::cell::Cell::new(0u32);
         let budget = policy.budget();
         // Without a spin, `park` polls the sockets itself: reading them
         // first would only cost a syscall per wait (EAGAIN).
-        let ok = (!budget.is_zero()
-            && spin_until(budget, deadline, || {
-                let t = turn.get();
-                turn.set(t.wrapping_add(1));
-                if t.is_multiple_of(PUMP_EVERY) {
-                    self.pump_ready();
-                }
-                ready()
-            }))
+        let ok = (!budget.is_zero() && self.spin_for(budget, deadline, ready))
             || self.park(deadline, ready);
         let now = self.io.epoch.elapsed().as_nanos().max(1) as u64;
         self.io.last_active_ns.store(now, Ordering::SeqCst);
@@ -445,6 +438,48 @@ impl Inner {
                 Some((conns, fds)) => self.pump_polled(&conns, &fds[1..]),
                 None => self.pump(),
             }
+            if !ready()
+                && self.last_replies_close()
+                && self.spin_for(crate::completion::spin_budget(), deadline, ready)
+            {
+                return true;
+            }
         }
+    }
+
+    /// Whether the replies a gather still misses could each be computed
+    /// on a CPU of their own beside this waiter (fewer missing than CPUs).
+    /// A waiter woken by a reply then spins for the rest instead of going
+    /// back to sleep: it takes no CPU from the procs it waits for, and the
+    /// last reply does not wait for this thread to be woken (on a small VM
+    /// a wake-up is the most costly step of a broadcast+gather's tail).
+    /// While more are missing than there are CPUs, sleeping leaves those
+    /// procs the CPU. The count is the last gather's that took a reply,
+    /// so with several gathers in flight it is only a hint; a wrong guess
+    /// costs at most one bounded spin.
+    fn last_replies_close(&self) -> bool {
+        let missing = self.io.gather_missing.load(Ordering::Relaxed);
+        missing < crate::completion::cpu_count()
+    }
+
+    /// Spin up to `budget` for `ready()`, reading the sockets now and
+    /// then (reading costs a syscall per connection; between reads the
+    /// spin only checks the condition, which another thread may complete).
+    /// Returns `ready()`.
+    fn spin_for(
+        self: &Arc<Self>,
+        budget: Duration,
+        deadline: Option<Instant>,
+        ready: &dyn Fn() -> bool,
+    ) -> bool {
+        let turn = std::cell::Cell::new(0u32);
+        spin_until(budget, deadline, || {
+            let t = turn.get();
+            turn.set(t.wrapping_add(1));
+            if t.is_multiple_of(PUMP_EVERY) {
+                self.pump_ready();
+            }
+            ready()
+        })
     }
 }
