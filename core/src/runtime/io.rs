@@ -148,7 +148,13 @@ impl Inner {
         let start = Instant::now();
         self.io.active.fetch_add(1, Ordering::SeqCst);
         self.kick_io();
-        let budget = policy.budget();
+        // A gather still missing more replies than there are CPUs is
+        // waited for asleep: the procs computing them need those CPUs.
+        let budget = if self.many_replies_missing() {
+            Duration::ZERO
+        } else {
+            policy.budget()
+        };
         // Without a spin, `park` polls the sockets itself: reading them
         // first would only cost a syscall per wait (EAGAIN).
         let ok = (!budget.is_zero() && self.spin_for(budget, deadline, ready))
@@ -460,6 +466,13 @@ impl Inner {
     fn last_replies_close(&self) -> bool {
         let missing = self.io.gather_missing.load(Ordering::Relaxed);
         missing < crate::completion::cpu_count()
+    }
+
+    /// Whether a gather is in flight that misses at least as many replies
+    /// as there are CPUs (the other side of [`Inner::last_replies_close`]).
+    fn many_replies_missing(&self) -> bool {
+        let missing = self.io.gather_missing.load(Ordering::Relaxed);
+        missing != usize::MAX && missing >= crate::completion::cpu_count()
     }
 
     /// Spin up to `budget` for `ready()`, reading the sockets now and
