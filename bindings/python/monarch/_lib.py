@@ -1,5 +1,12 @@
-"""Loading libmonarch (cffi, ABI mode), status -> exception mapping, and the
+"""Loading libmonarch (cffi), status -> exception mapping, and the
 per-process runtime singleton.
+
+Two ways to call the library: the compiled (API-mode) module
+``_monarch_api`` that ``pip install`` builds beside the package's
+``libmonarch.so`` (fastest: a call costs a few hundred instructions), and
+cffi's ABI mode through ``dlopen`` (the pre-built ``_monarch_cffi``, or the
+header parsed at import), used when the library comes from elsewhere, when
+no compiled module matches the header, or when ``MONARCH_CFFI_ABI`` is set.
 
 Where the library is found, in order:
 
@@ -71,10 +78,31 @@ def _ffi_for(hdr: str):
     return ffi
 
 
+def _compiled_for(so: str, hdr: str):
+    """The compiled (API-mode) module built at install time, when the
+    library is the package's own and the module was made from this very
+    header; else None."""
+    if os.path.dirname(os.path.abspath(so)) != _PKG_DIR or os.environ.get("MONARCH_CFFI_ABI"):
+        return None
+    try:
+        from . import _monarch_api
+    except ImportError:
+        return None
+    with open(hdr, encoding="utf-8") as f:
+        digest = header_digest(f.read())
+    if _monarch_api.ffi.string(_monarch_api.lib.monarch_api_header_digest()).decode() != digest:
+        return None
+    return _monarch_api
+
+
 def _load():
     so, hdr = _locate()
-    ffi = _ffi_for(hdr)
-    lib = ffi.dlopen(so)
+    api = _compiled_for(so, hdr)
+    if api is not None:
+        ffi, lib = api.ffi, api.lib
+    else:
+        ffi = _ffi_for(hdr)
+        lib = ffi.dlopen(so)
     version = lib.monarch_abi_version()
     if version != ABI_VERSION:
         raise ImportError(
