@@ -28,6 +28,8 @@ pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 #[cfg(test)]
 mod connect_tests;
+#[cfg(test)]
+mod spin_hint_tests;
 mod supervise;
 
 use io::{new_eventfd, signal_eventfd, Io, Parking};

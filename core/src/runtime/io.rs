@@ -463,14 +463,14 @@ impl Inner {
     /// procs the CPU. The count is the last gather's that took a reply,
     /// so with several gathers in flight it is only a hint; a wrong guess
     /// costs at most one bounded spin.
-    fn last_replies_close(&self) -> bool {
+    pub(super) fn last_replies_close(&self) -> bool {
         let missing = self.io.gather_missing.load(Ordering::Relaxed);
         missing < crate::completion::cpu_count()
     }
 
     /// Whether a gather is in flight that misses at least as many replies
     /// as there are CPUs (the other side of [`Inner::last_replies_close`]).
-    fn many_replies_missing(&self) -> bool {
+    pub(super) fn many_replies_missing(&self) -> bool {
         let missing = self.io.gather_missing.load(Ordering::Relaxed);
         missing != usize::MAX && missing >= crate::completion::cpu_count()
     }
