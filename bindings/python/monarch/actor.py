@@ -1717,7 +1717,9 @@ class HostMesh:
         (paths of plugin libraries, e.g. C++ actors built with
         monarch/plugin.hpp) instead runs ``monarch worker --plugin LIB ...``
         (the binary from ``monarch_binary()``); spawn their actor types
-        with ``ProcMesh.spawn_native``."""
+        with ``ProcMesh.spawn_native``. ``name`` is accepted as upstream
+        does but not used yet: supervision events call the mesh
+        ``procs.<n>``."""
         per_host = dict(per_host or {})
         if plugins is not None:
             if bootstrap is not None:
