@@ -52,9 +52,9 @@ pub(super) struct Io {
     /// hundred times).
     pub(super) deep: AtomicBool,
     pub(super) epoch: Instant,
-    /// How many replies the gather that last took one still misses
-    /// (`usize::MAX`: no gather yet). A hint for parked waiters: see
-    /// [`Inner::last_replies_close`].
+    /// How many replies the gather last opened, or last given a reply,
+    /// still misses (`usize::MAX`: no gather yet). A hint for waiters:
+    /// see [`Inner::last_replies_close`].
     pub(super) gather_missing: AtomicUsize,
 }
 
@@ -148,8 +148,8 @@ impl Inner {
         let start = Instant::now();
         self.io.active.fetch_add(1, Ordering::SeqCst);
         self.kick_io();
-        // A gather still missing more replies than there are CPUs is
-        // waited for asleep: the procs computing them need those CPUs.
+        // While a gather misses at least as many replies as there are CPUs,
+        // wait asleep: the procs computing them need those CPUs.
         let budget = if self.many_replies_missing() {
             Duration::ZERO
         } else {
