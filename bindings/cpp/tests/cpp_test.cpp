@@ -64,6 +64,13 @@ std::optional<E> throws(F&& f, int line) {
 }
 #define THROWS(E, expr) throws<E>([&] { expr; }, __LINE__)
 
+// `expr` throws monarch::Error with status `st`.
+#define THROWS_STATUS(st, expr)                          \
+  do {                                                   \
+    auto err_ = THROWS(monarch::Error, expr);            \
+    if (err_) CHECK(err_->status() == (st));             \
+  } while (0)
+
 bool contains(const std::string& s, const std::string& sub) {
   return s.find(sub) != std::string::npos;
 }
@@ -316,12 +323,9 @@ void test_slicing() {
   CHECK(c.shape().numel() == 3);
   CHECK(c.call("get").get(30s).values<std::int64_t>() == std::vector<std::int64_t>(3, 1));
   // Bad slices are errors thrown across the boundary.
-  auto e = THROWS(Error, echo.slice("nope", 0));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
-  e = THROWS(Error, echo.slice("hosts", 7));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
-  e = THROWS(Error, echo.slice("hosts", 0, 2, 0));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.slice("nope", 0));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.slice("hosts", 7));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.slice("hosts", 0, 2, 0));
 }
 
 void test_errors() {
@@ -356,24 +360,21 @@ void test_errors() {
   ce = THROWS(ActorError, procs.spawn("y", "Counter", std::int64_t{-1}));
   if (ce) CHECK(contains(ce->what(), "start must be >= 0"));
   // call_one on a mesh of two actors is an invalid argument.
-  auto e = THROWS(Error, echo.call_one("rank"));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.call_one("rank"));
   // get(timeout) throws a timeout; the future stays usable.
   auto slow = echo.slice("procs", 0).call_one("sleep_ms", std::int64_t{500});
-  e = THROWS(Error, slow.get(1ms));
+  auto e = THROWS(Error, slow.get(1ms));
   if (e) {
     CHECK(e->status() == MONARCH_ERR_TIMEOUT);
     CHECK(e->is_timeout());
   }
   CHECK(slow.get(30s).size() == 1);
   // Taking a result twice.
-  e = THROWS(Error, slow.get());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, slow.get());
   // Bad bootstrap environment.
   monarch::ProcOptions bad;
   bad.env = {"NOEQUALS"};
-  e = THROWS(Error, rt.spawn_procs({{"p", 1}}, bad));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, rt.spawn_procs({{"p", 1}}, bad));
 }
 
 void test_crash() {
@@ -502,28 +503,24 @@ void test_after_free() {
   auto echo = procs.spawn("e", "Echo");
   // A moved-from owner holds no handle: the library rejects it.
   monarch::ActorMesh moved = std::move(echo);
-  auto e = THROWS(Error, echo.call("rank"));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, echo.call("rank"));
   // A raw handle freed twice, or used after free, is rejected.
   monarch_actor_mesh* raw = moved.slice("procs", 0).release();
   CHECK(monarch_actor_mesh_free(raw) == MONARCH_OK);
   CHECK(monarch_actor_mesh_free(raw) == MONARCH_ERR_INVALID_HANDLE);
   monarch::ActorMesh stale(raw);  // adopts a freed handle
-  e = THROWS(Error, stale.call("rank"));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, stale.call("rank"));
   stale.release();
   // A future whose handle was freed.
   monarch::Future f = moved.call("rank");
   monarch_future* rf = f.release();
   CHECK(monarch_future_free(rf) == MONARCH_OK);
   monarch::Future sf(rf);
-  e = THROWS(Error, sf.get());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, sf.get());
   sf.release();
   // Wrong kind: a proc mesh handle passed as an actor mesh.
   monarch::ActorMesh wrong(reinterpret_cast<monarch_actor_mesh*>(procs.handle()));
-  e = THROWS(Error, wrong.call("rank"));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, wrong.call("rank"));
   wrong.release();
   // After the runtime is shut down, meshes fail instead of hanging.
   rt.shutdown();
@@ -549,8 +546,7 @@ void test_local_actors() {
   while (!f.ready()) rt.serve_events(10);
   auto vm = f.get();
   CHECK(vm.item<std::int64_t>() == 10);
-  auto e = THROWS(Error, vm.at(1));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, vm.at(1));
   // The pull API by hand: Event::next (the event's header in one call),
   // then reply_and_free (one call for a one-part answer).
   auto f2 = counter.call("incr", std::int64_t{5});
@@ -706,14 +702,11 @@ void test_views() {
   auto c = pflat.slice("p", 4, monarch::kEnd).spawn("c", "Counter", std::int64_t{2});
   CHECK(c.call("get").get(30s).values<std::int64_t>() == std::vector<std::int64_t>(2, 2));
   // Bad views throw with the library's message.
-  auto e = THROWS(Error, flat.split("all", {{"a", 4}, {"b", 2}}));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
-  e = THROWS(Error, echo.rename({{"hosts", "gpus"}}));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
-  e = THROWS(Error, procs.split("nope", {{"a", 1}}));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, flat.split("all", {{"a", 4}, {"b", 2}}));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.rename({{"hosts", "gpus"}}));
+  auto e = THROWS(Error, procs.split("nope", {{"a", 1}}));
   if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT && contains(e->what(), "nope"));
-  e = THROWS(Error, echo.slice("gpus", 1, 3).flatten("x"));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.slice("gpus", 1, 3).flatten("x"));
 }
 
 void test_ports() {
@@ -756,10 +749,8 @@ void test_ports() {
   auto closed = THROWS(Error, once.recv().get(30s));
   if (closed) CHECK(closed->status() == MONARCH_ERR_INVALID_ARGUMENT);
   // Bad references are refused.
-  auto e = THROWS(Error, monarch::Port().send(std::int64_t{1}));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
-  e = THROWS(Error, monarch::Port(monarch::Bytes{1, 2, 3}).send_error("x"));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, monarch::Port().send(std::int64_t{1}));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, monarch::Port(monarch::Bytes{1, 2, 3}).send_error("x"));
   // ActorMesh::send: every actor's reply goes to a port.
   auto echo = procs.spawn("e", "Echo");
   auto replies = rt.open_port();
@@ -769,8 +760,7 @@ void test_ports() {
   CHECK(ranks == (std::set<std::uint64_t>{0, 1, 2}));
   echo.send_parts("echo", {monarch::BytesView("one")}, replies.port(), monarch::CallMode::Choose);
   CHECK(replies.recv().get(30s)[0].part(0).str() == "one");
-  e = THROWS(Error, echo.send_parts("rank", monarch::Parts{}, replies.port(), monarch::CallMode::One));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, echo.send_parts("rank", monarch::Parts{}, replies.port(), monarch::CallMode::One));
   // ActorMesh::stream: one reply per rank, in arrival order, then closed.
   auto stream = echo.stream("rank");
   ranks.clear();
@@ -867,10 +857,8 @@ void test_rdma() {
     CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
     CHECK(contains(e->what(), std::to_string(n)));
   }
-  e = THROWS(Error, buf.write_from(src, n - 10));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
-  e = THROWS(Error, buf.read_into(nullptr, 10));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, buf.write_from(src, n - 10));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, buf.read_into(nullptr, 10));
   // A read-only buffer refuses writes.
   auto ro = procs.slice("procs", 1).spawn("ro", "Store", std::uint64_t{64}, std::uint8_t{1});
   auto robuf = monarch::RdmaBuffer::from_bytes(ro.call_one("buffer").get(30s).item<monarch::Bytes>());
@@ -879,17 +867,14 @@ void test_rdma() {
   CHECK(small[63] == pattern(63, 1));
   THROWS(Error, robuf.write_from(small).get(60s));
   // Malformed descriptors.
-  e = THROWS(Error, monarch::RdmaBuffer::from_bytes(monarch::BytesView("nope")));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, monarch::RdmaBuffer::from_bytes(monarch::BytesView("nope")));
   // Use after drop: this handle refuses everything; the owner released it
   // (one reader), so a fresh handle's transfers fail too.
   buf.drop();
   CHECK(!buf.is_registered());
-  e = THROWS(Error, buf.read_into(dst).get(60s));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, buf.read_into(dst).get(60s));
   THROWS(Error, buf.to_bytes());
-  e = THROWS(Error, buf.drop());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, buf.drop());
   bool released = false;
   for (int i = 0; i < 300 && !released; ++i) {
     released = !store.call_one("registered").get(30s).item<bool>();
@@ -917,16 +902,13 @@ void test_rdma() {
     CHECK(monarch_rdma_buffer_free(rawb) == MONARCH_OK);
     CHECK(monarch_rdma_buffer_free(rawb) == MONARCH_ERR_INVALID_HANDLE);
     monarch::RdmaBuffer stale(rawb);
-    e = THROWS(Error, stale.size());
-    if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+    THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, stale.size());
     stale.release();
     monarch::RdmaBuffer moved = std::move(own);
-    e = THROWS(Error, own.read_into(out));
-    if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+    THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, own.read_into(out));
     CHECK(moved.is_registered());
   }
-  e = THROWS(Error, monarch::RdmaBuffer::register_memory(nullptr, 0));
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, monarch::RdmaBuffer::register_memory(nullptr, 0));
   procs.stop().get(30s);
 }
 
@@ -972,33 +954,26 @@ void test_handles() {
   monarch::Runtime rt;
   auto rx = rt.open_port();
   monarch::PortReceiver moved = std::move(rx);
-  auto e = THROWS(Error, rx.recv());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, rx.recv());
   monarch_port_receiver* raw = moved.release();
   CHECK(monarch_port_receiver_free(raw) == MONARCH_OK);
   CHECK(monarch_port_receiver_free(raw) == MONARCH_ERR_INVALID_HANDLE);
   monarch::PortReceiver stale(raw);
-  e = THROWS(Error, stale.port());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, stale.port());
   stale.release();
   // Wrong kind: a runtime passed as a port receiver.
   monarch::PortReceiver wrong(reinterpret_cast<monarch_port_receiver*>(rt.handle()));
-  e = THROWS(Error, wrong.recv());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, wrong.recv());
   wrong.release();
   // RDMA buffers and SLURM jobs (none started: no cluster needed).
-  e = THROWS(Error, monarch::RdmaBuffer().size());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
-  e = THROWS(Error, monarch::SlurmJob().host_mesh());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
-  e = THROWS(Error, monarch::SlurmJob().id());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
-  e = THROWS(Error, monarch::SlurmJob().stop());
-  if (e) CHECK(e->status() == MONARCH_ERR_INVALID_HANDLE);
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, monarch::RdmaBuffer().size());
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, monarch::SlurmJob().host_mesh());
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, monarch::SlurmJob().id());
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, monarch::SlurmJob().stop());
   CHECK(monarch_slurm_job_free(reinterpret_cast<monarch_slurm_job*>(rt.handle())) ==
         MONARCH_ERR_INVALID_HANDLE);
   monarch::SlurmOptions none;  // no agent command: refused before srun runs
-  e = THROWS(Error, monarch::SlurmJob::start(rt, none));
+  auto e = THROWS(Error, monarch::SlurmJob::start(rt, none));
   if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT && contains(e->what(), "agent_argv"));
   // Events: a freed event handle.
   CHECK(monarch_event_take_port(nullptr, nullptr, nullptr) == MONARCH_ERR_INVALID_HANDLE);
@@ -1007,8 +982,7 @@ void test_handles() {
   CHECK(monarch_runtime_set_owner(nullptr, "") == MONARCH_ERR_INVALID_HANDLE);
   // After shutdown, the process has no runtime: ports say so.
   rt.shutdown();
-  e = THROWS(Error, monarch::PortReceiver::open());
-  if (e) CHECK(e->status() == MONARCH_ERR_STOPPED);
+  THROWS_STATUS(MONARCH_ERR_STOPPED, monarch::PortReceiver::open());
 }
 
 
