@@ -14,7 +14,7 @@ use monarch_core::{ActorMesh, CallMode, MeshView, ProcMesh, Runtime, Shape};
 const HANG: Duration = Duration::from_secs(60);
 
 mod common;
-use common::{call, i64_of, wait, worker_argv, Controller};
+use common::{call, exit_behind_gate, i64_of, wait, worker_argv, Controller};
 
 fn init() {
     static ONCE: Once = Once::new();
@@ -59,19 +59,12 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
     // Rank 7 (below forwarder 2, below 0) exits once the gate file exists:
     // the broadcast below is queued behind its exit, so 2 and 0 hold relays
     // for it when 7 is lost.
-    let gate = std::env::temp_dir().join(format!("monarch-cast-gate-{}", std::process::id()));
-    let _ = std::fs::remove_file(&gate);
-    let exit = am
-        .at("gpus", 7)
-        .unwrap()
-        .call("exit", &[gate.to_str().unwrap().as_bytes()], CallMode::One)
-        .unwrap()
-        .unwrap();
+    let (gate, exit) = exit_behind_gate(&am, 7, "cast-gate");
     let cast = am.call("rank", &[], CallMode::All).unwrap().unwrap();
-    std::fs::write(&gate, b"").unwrap();
+    gate.open();
     let vm_exit = wait(&exit);
     let vm = wait(&cast);
-    let _ = std::fs::remove_file(&gate);
+    drop(gate);
     assert!(vm_exit.values[0].is_err());
     for (r, v) in vm.values.iter().enumerate() {
         if r == 7 {

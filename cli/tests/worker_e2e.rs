@@ -14,7 +14,7 @@ use monarch_core::wire::ActorMeshRef;
 const HANG: Duration = Duration::from_secs(30);
 
 mod common;
-use common::{call, err_msg, i64_of, ints, wait, worker_argv, Controller};
+use common::{call, err_msg, exit_behind_gate, i64_of, ints, wait, worker_argv, Controller};
 use monarch_core::{
     ActorMesh, CallMode, ErrorKind, Future, MeshView, PointValue, ProcMesh, Runtime, Shape,
     ValueMesh,
@@ -343,21 +343,14 @@ fn a_proc_exiting_during_a_call_fails_only_its_point() {
     // Rank 2 exits only once the gate file exists, so the broadcast below is
     // surely queued behind the exit (in flight when the proc dies) rather than
     // refused up front because the death was already noticed.
-    let gate = std::env::temp_dir().join(format!("monarch-exit-gate-{}", std::process::id()));
-    let _ = std::fs::remove_file(&gate);
     let start = Instant::now();
-    let exit = am
-        .at("gpus", 2)
-        .unwrap()
-        .call("exit", &[gate.to_str().unwrap().as_bytes()], CallMode::One)
-        .unwrap()
-        .unwrap();
+    let (gate, exit) = exit_behind_gate(&am, 2, "exit-gate");
     let all = am.call("echo", &[b"x"], CallMode::All).unwrap().unwrap();
-    std::fs::write(&gate, b"").unwrap();
+    gate.open();
     let vm_exit = wait(&exit);
     let vm_all = wait(&all);
     let elapsed = start.elapsed();
-    let _ = std::fs::remove_file(&gate);
+    drop(gate);
     // "Promptly": the runtime targets well under 1 s; the bound here is
     // looser so a loaded machine cannot make the test flaky, but a hang
     // or a multi-second timeout still fails it.

@@ -12,7 +12,41 @@ use std::time::Duration;
 
 use super::HANG;
 
-use monarch_core::{ActorMesh, CallMode, Future, PointValue, Runtime, ValueMesh};
+use monarch_core::{ActorMesh, CallMode, Future, MeshView, PointValue, Runtime, ValueMesh};
+
+/// A file whose creation lets the proc at `gpus=rank` exit: its `exit`
+/// endpoint waits for the file, so whatever is sent to the mesh before
+/// [`ExitGate::open`] is queued behind the proc's death (in flight when it
+/// dies, not refused up front). The file is removed when the gate drops.
+pub struct ExitGate {
+    path: std::path::PathBuf,
+}
+
+impl ExitGate {
+    pub fn open(&self) {
+        std::fs::write(&self.path, b"").unwrap();
+    }
+}
+
+impl Drop for ExitGate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Ask the proc at `gpus=rank` to exit once its gate opens; the gate (file
+/// named after `tag` and this process) and the call's future.
+pub fn exit_behind_gate(am: &ActorMesh, rank: usize, tag: &str) -> (ExitGate, Future) {
+    let path = std::env::temp_dir().join(format!("monarch-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let exit = am
+        .at("gpus", rank)
+        .unwrap()
+        .call("exit", &[path.to_str().unwrap().as_bytes()], CallMode::One)
+        .unwrap()
+        .unwrap();
+    (ExitGate { path }, exit)
+}
 
 /// The command line of a worker proc.
 pub fn worker_argv() -> Vec<String> {
