@@ -16,12 +16,10 @@ the ABI-mode module, which stays the fallback when the compiler is missing
 or the library is loaded from elsewhere (``monarch._lib``).
 """
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -58,38 +56,14 @@ class BuildWithCargo(build_py):
         os.makedirs(os.path.join(dest, "bin"), exist_ok=True)
         shutil.copy2(os.path.join(target, "release", "monarch"), os.path.join(dest, "bin", "monarch"))
         try:
-            _compile_api_module(dest)
+            # The package's own builder of cffi modules (needs cffi, which a
+            # build without it skips: the ABI-mode module still works).
+            sys.path.insert(0, HERE)
+            from monarch._cffi_build import compile_api_module
+
+            compile_api_module(dest)
         except Exception as e:  # noqa: BLE001 (the ABI-mode module still works)
             sys.stderr.write(f"monarch: not building the compiled cffi module ({e}); using ABI mode\n")
-
-
-def _compile_api_module(pkg_dir: str) -> None:
-    """Build ``_monarch_api`` (cffi API mode) into ``pkg_dir``, which holds
-    ``monarch.h`` and ``libmonarch.so``."""
-    pkg_dir = os.path.abspath(pkg_dir)
-    spec = importlib.util.spec_from_file_location("_monarch_cdef", os.path.join(HERE, "monarch", "_cdef.py"))
-    cdef = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cdef)
-    from cffi import FFI
-
-    with open(os.path.join(pkg_dir, "monarch.h"), encoding="utf-8") as f:
-        text = f.read()
-    ffi = FFI()
-    # The digest lets monarch._lib check that the module matches the header
-    # it loads beside it.
-    ffi.cdef(cdef.cdef_from_header(text) + "\nconst char *monarch_api_header_digest(void);")
-    ffi.set_source(
-        "monarch._monarch_api",
-        '#include "monarch.h"\n'
-        f'static const char *monarch_api_header_digest(void) {{ return "{cdef.header_digest(text)}"; }}\n',
-        include_dirs=[pkg_dir],
-        library_dirs=[pkg_dir],
-        libraries=["monarch"],
-        extra_link_args=["-Wl,-rpath,$ORIGIN"],
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        built = ffi.compile(tmpdir=tmp)
-        shutil.copy2(built, os.path.join(pkg_dir, os.path.basename(built)))
 
 
 cmdclass = {"build_py": BuildWithCargo}
