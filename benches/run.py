@@ -35,15 +35,17 @@ class Bench(Actor):
         return len(data)
 
 
-def _pipe_echo(conn, n):
-    for _ in range(n):
-        conn.send_bytes(conn.recv_bytes())
+def _pipe_echo_until_empty(conn):
+    # Forked children share each other's pipe ends, so end-of-file never
+    # comes: an empty message says stop.
+    while msg := conn.recv_bytes():
+        conn.send_bytes(msg)
 
 
 def pipe_floor(n_ping: int, n_tput: int):
     """Round trip and pipelined throughput over a bare Pipe, as the floor."""
     parent, child = mp.Pipe()
-    p = mp.get_context("fork").Process(target=_pipe_echo, args=(child, n_ping + n_tput))
+    p = mp.get_context("fork").Process(target=_pipe_echo_until_empty, args=(child,))
     p.start()
     msg = b"x" * 16
     lat = []
@@ -63,15 +65,9 @@ def pipe_floor(n_ping: int, n_tput: int):
         parent.recv_bytes()
         got += 1
     tput = n_tput / (time.perf_counter() - t)
+    parent.send_bytes(b"")
     p.join()
     return lat, tput
-
-
-def _pipe_echo_until_empty(conn):
-    # Forked children share each other's pipe ends, so end-of-file never
-    # comes: an empty message says stop.
-    while msg := conn.recv_bytes():
-        conn.send_bytes(msg)
 
 
 def pipe_gather_floor(n: int, rounds: int) -> list[float]:
