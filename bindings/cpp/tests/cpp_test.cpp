@@ -71,6 +71,17 @@ std::optional<E> throws(F&& f, int line) {
     if (err_) CHECK(err_->status() == (st));             \
   } while (0)
 
+// `raw` was released from a live W: free it, then check that freeing it
+// again and using a W that adopts it are rejected (invalid handle).
+template <class W, class Raw, class Use>
+void check_freed_handle(Raw* raw, monarch_status (*free_fn)(Raw*), Use use) {
+  CHECK(free_fn(raw) == MONARCH_OK);
+  CHECK(free_fn(raw) == MONARCH_ERR_INVALID_HANDLE);
+  W stale(raw);  // adopts a freed handle
+  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, use(stale));
+  stale.release();
+}
+
 bool contains(const std::string& s, const std::string& sub) {
   return s.find(sub) != std::string::npos;
 }
@@ -505,12 +516,8 @@ void test_after_free() {
   monarch::ActorMesh moved = std::move(echo);
   THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, echo.call("rank"));
   // A raw handle freed twice, or used after free, is rejected.
-  monarch_actor_mesh* raw = moved.slice("procs", 0).release();
-  CHECK(monarch_actor_mesh_free(raw) == MONARCH_OK);
-  CHECK(monarch_actor_mesh_free(raw) == MONARCH_ERR_INVALID_HANDLE);
-  monarch::ActorMesh stale(raw);  // adopts a freed handle
-  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, stale.call("rank"));
-  stale.release();
+  check_freed_handle<monarch::ActorMesh>(moved.slice("procs", 0).release(), monarch_actor_mesh_free,
+                                         [](monarch::ActorMesh& m) { m.call("rank"); });
   // A future whose handle was freed.
   monarch::Future f = moved.call("rank");
   monarch_future* rf = f.release();
@@ -898,12 +905,8 @@ void test_rdma() {
     std::vector<std::uint64_t> out(4);
     local.read_into(out).get(60s);
     CHECK(out == mine);
-    monarch_rdma_buffer* rawb = local.release();
-    CHECK(monarch_rdma_buffer_free(rawb) == MONARCH_OK);
-    CHECK(monarch_rdma_buffer_free(rawb) == MONARCH_ERR_INVALID_HANDLE);
-    monarch::RdmaBuffer stale(rawb);
-    THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, stale.size());
-    stale.release();
+    check_freed_handle<monarch::RdmaBuffer>(local.release(), monarch_rdma_buffer_free,
+                                            [](monarch::RdmaBuffer& b) { b.size(); });
     monarch::RdmaBuffer moved = std::move(own);
     THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, own.read_into(out));
     CHECK(moved.is_registered());
@@ -955,12 +958,8 @@ void test_handles() {
   auto rx = rt.open_port();
   monarch::PortReceiver moved = std::move(rx);
   THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, rx.recv());
-  monarch_port_receiver* raw = moved.release();
-  CHECK(monarch_port_receiver_free(raw) == MONARCH_OK);
-  CHECK(monarch_port_receiver_free(raw) == MONARCH_ERR_INVALID_HANDLE);
-  monarch::PortReceiver stale(raw);
-  THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, stale.port());
-  stale.release();
+  check_freed_handle<monarch::PortReceiver>(moved.release(), monarch_port_receiver_free,
+                                            [](monarch::PortReceiver& r) { r.port(); });
   // Wrong kind: a runtime passed as a port receiver.
   monarch::PortReceiver wrong(reinterpret_cast<monarch_port_receiver*>(rt.handle()));
   THROWS_STATUS(MONARCH_ERR_INVALID_HANDLE, wrong.recv());
