@@ -53,8 +53,13 @@ fn a_hung_proc_is_declared_failed_after_the_timeout() {
     assert_eq!(ev.cause, FailureCause::HeartbeatLost, "{ev:?}");
     assert_eq!(ev.ranks, vec![1]);
     assert!(ev.report.contains("heartbeats"), "{}", ev.report);
+    // Silence is counted from the proc's last answer, which can precede the
+    // stop by up to one probe interval (a quarter of the timeout) plus
+    // scheduling delay, so only half the timeout is certain to elapse after
+    // SIGSTOP. The busy phase above is what proves a slow proc is not
+    // declared failed early.
     assert!(
-        took >= Duration::from_millis(900),
+        took >= Duration::from_millis(500),
         "declared failed after only {took:?}"
     );
     assert!(inflight.wait(Some(HANG)));
