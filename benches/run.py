@@ -1,7 +1,7 @@
 """The standard workloads, measured with the Python API; prints one table.
 
 Run with `make bench` (or `.venv/bin/python benches/run.py`). Each row names
-the workload, what we measured, the target from DESIGN.md, and the floor
+the workload, what we measured, the target from docs/performance.md, and the floor
 measured in the same run where one applies: a bare multiprocessing.Pipe
 between two Python processes, and for broadcast+gather the same round over
 bare pipes to as many child processes. The CPU rows add up the user and
