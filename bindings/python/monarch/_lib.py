@@ -194,6 +194,12 @@ def take_buffer(ptr, length) -> bytes:
         lib.monarch_buffer_free(ptr, length)
 
 
+def c_strings(strs) -> tuple:
+    """A ``char *[]`` of ``strs`` and the buffers it points to (keep both)."""
+    bufs = [ffi.new("char[]", s.encode()) for s in strs]
+    return (ffi.new("char *[]", bufs) if bufs else ffi.NULL), bufs
+
+
 # ---------------------------------------------------------------------------
 # Runtime singleton
 

@@ -14,7 +14,7 @@ a numpy array) is gone.
 
 Large out-of-band buffers (at least ``MONARCH_DATA_PLANE_THRESHOLD`` bytes,
 default 1 MiB; 0 disables) do not travel through the control socket: the
-sender registers each as an RDMA buffer (``monarch.rdma``) and sends its
+sender registers each as an RDMA buffer (``monarch._src.rdma.payload``) and sends its
 small descriptor in its place, wrapping the pickle stream in a
 ``_Remote`` record that says which parts are descriptors; the receiver
 pulls the bytes one-sided (same host: ``process_vm_readv``) into fresh
@@ -33,7 +33,8 @@ import pickle
 
 import cloudpickle
 
-from ._lib import ffi
+from ..._lib import ffi
+from ..rdma.payload import pull_payloads, register_payload
 
 _PROTOCOL = 5
 _dumps = pickle.dumps
@@ -63,9 +64,7 @@ class _Remote:
         return (_Remote, (self.stream, self.remote, self.as_bytes))
 
     def resolve(self, buffers):
-        from . import rdma
-
-        pulled = rdma._pull_payloads([buffers[i] for i in self.remote], [i in self.as_bytes for i in self.remote])
+        pulled = pull_payloads([buffers[i] for i in self.remote], [i in self.as_bytes for i in self.remote])
         bufs = list(buffers)
         for i, b in zip(self.remote, pulled):
             bufs[i] = b
@@ -73,15 +72,13 @@ class _Remote:
 
 
 def _to_data_plane(first, bufs, readers):
-    from . import rdma
-
     n = readers() if callable(readers) else readers
     parts = [None]
     remote = []
     as_bytes = []
     for i, b in enumerate(bufs):
         if b.nbytes >= _THRESHOLD:
-            parts.append(rdma._register_payload(b, n))
+            parts.append(register_payload(b, n))
             remote.append(i)
             if type(b.obj) is bytes:
                 as_bytes.append(i)
