@@ -27,6 +27,7 @@ per node), inside the current allocation or in a new one::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 
 from ._lib import c_strings, check, ffi, lib, runtime, take_buffer
 from ._src.actor.host_mesh import HostMesh, host_mesh_free, monarch_binary
@@ -67,7 +68,7 @@ class HostListJob(Job):
     strings, as each agent printed after ``MONARCH_HOST_READY``) or, when
     omitted, the comma- or space-separated ``MONARCH_HOSTS``."""
 
-    def __init__(self, hosts=None):
+    def __init__(self, hosts: Iterable[str] | None = None) -> None:
         if hosts is None:
             env = os.environ.get("MONARCH_HOSTS", "")
             hosts = [h for h in env.replace(",", " ").split() if h]
@@ -126,9 +127,9 @@ class SlurmJob(Job):
         partition: str | None = None,
         time: str | None = None,
         account: str | None = None,
-        srun_args=(),
+        srun_args: Iterable[str] = (),
         listen: str = "0.0.0.0:0",
-        agent=None,
+        agent: Sequence[str] | None = None,
         timeout: float = 300.0,
     ):
         if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):

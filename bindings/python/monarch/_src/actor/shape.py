@@ -8,7 +8,7 @@ it, and ``MeshTrait`` the views (``slice``, ``flatten``, ``rename``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, TypeVar
 
 from ..._lib import c_strings, check, error_for, ffi, lib, take_buffer
@@ -23,7 +23,7 @@ class Shape:
 
     __slots__ = ("labels", "sizes", "strides", "size")
 
-    def __init__(self, labels, sizes):
+    def __init__(self, labels: Iterable[str], sizes: Iterable[int]) -> None:
         self.labels = tuple(labels)
         self.sizes = tuple(sizes)
         strides = []

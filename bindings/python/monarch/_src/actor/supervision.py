@@ -211,7 +211,7 @@ def claim_spawn_owner() -> None:
         lib.monarch_runtime_set_owner(runtime(), tc[1].key)
 
 
-def run_supervise(instance, failure: MeshFailure):
+def run_supervise(instance: Any, failure: MeshFailure) -> tuple[bool, BaseException | None]:
     """Call ``instance.__supervise__(failure)``: (handled, exception)."""
     sup = getattr(instance, "__supervise__", None)
     if sup is None:

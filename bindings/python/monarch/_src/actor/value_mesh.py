@@ -241,7 +241,7 @@ def _read_point_info(vm, rank, p, s, owner_box):
     return _read_point(vm, rank, s, owner_box)
 
 
-def convert_all(vm, ctx) -> ValueMesh:
+def convert_all(vm: Any, ctx: Any) -> ValueMesh:
     """ValueMesh of a call to every point; ctx = (shape getter, what)."""
     s = thread_scratch()
     owner_box = [None]
@@ -278,7 +278,7 @@ def convert_all(vm, ctx) -> ValueMesh:
     return ValueMesh(_ctx_shape(ctx), values)
 
 
-def convert_one(vm, ctx):
+def convert_one(vm: Any, ctx: Any) -> Any:
     s = thread_scratch()
     owner_box = [None]
     try:

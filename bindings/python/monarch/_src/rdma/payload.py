@@ -10,6 +10,8 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from ..._lib import check, error_for, ffi, lib, runtime
 from .rdma import READ_ONLY, transfer_future
@@ -104,7 +106,7 @@ def _alloc(n: int, as_bytes: bool):
     return numpy.empty(n, dtype=numpy.uint8)
 
 
-def pull_payloads(descs, as_bytes=None) -> list:
+def pull_payloads(descs: Sequence[Any], as_bytes: Sequence[bool] | None = None) -> list:
     """Read payload buffers (started together), release them at their
     owner, and return them (as writable byte arrays)."""
     rt = runtime()

@@ -57,7 +57,7 @@ class _TransferFuture(Future):
     result = get
 
 
-def transfer_future(fut, keep):
+def transfer_future(fut: Any, keep: Any) -> Any:
     """Own a transfer's future: the local memory (``keep``) stays alive
     until the future is freed, and freeing it first waits for the transfer
     to end (it writes into that memory until then; transfers always end,
