@@ -265,9 +265,7 @@ def rust_edges(src_dir: str) -> tuple[dict[str, str], Edges]:
         with open(path, encoding="utf-8") as f:
             texts[mod_path] = _strip_rust(f.read())
     # Items each file defines (for names reached through the crate root).
-    defines: dict[tuple[str, ...], set[str]] = {
-        m: {a or b for a, b in _ITEM.findall(t)} for m, t in texts.items()
-    }
+    defines: dict[tuple[str, ...], set[str]] = {m: {a or b for a, b in _ITEM.findall(t)} for m, t in texts.items()}
     macro_home = {}
     for m, t in texts.items():
         for mm in re.finditer(r"#\[macro_export\][^\n]*\n\s*macro_rules!\s*(\w+)", t):

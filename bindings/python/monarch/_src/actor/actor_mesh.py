@@ -34,10 +34,6 @@ class Actor:
     runs when the actor is stopped (``exc`` is None) or its proc stops."""
 
 
-# ---------------------------------------------------------------------------
-# Context
-
-
 class StopState:
     """Whether a mesh (or the mesh a view was made from) was stopped; every
     view holds the states of the meshes it derives from."""
@@ -47,7 +43,6 @@ class StopState:
     def __init__(self, what: str) -> None:
         self.stopped = False
         self.what = what
-
 
 
 def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name, raw=frozenset()):
@@ -74,7 +69,6 @@ def raw_parts(args: tuple, what: str) -> tuple:
         arr[i].ptr = cp
         arr[i].len = len(cp)
     return arr, n, keep
-
 
 
 class ActorMesh(MeshTrait):

@@ -120,5 +120,3 @@ def context() -> Context:
         return c
     cur = current_frame()
     return Context(cur.actor, cur.event)
-
-

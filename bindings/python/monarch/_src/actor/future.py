@@ -157,8 +157,3 @@ def _fd_waiter(loop) -> _FdWaiter:
     if w is None:
         w = _waiters[loop] = _FdWaiter(loop)
     return w
-
-
-# ---------------------------------------------------------------------------
-# Endpoints and actors
-

@@ -46,7 +46,6 @@ def _child_pythonpath() -> str:
     return os.pathsep.join(entries)
 
 
-
 def host_mesh_free(h: Any) -> None:
     """The destructor of a gc'd ``monarch_host_mesh`` handle."""
     lib.monarch_host_mesh_free(h)

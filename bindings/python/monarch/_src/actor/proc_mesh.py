@@ -161,7 +161,7 @@ class ProcMesh(MeshTrait):
         plugin registered (e.g. a C++ class exported with
         ``MONARCH_ACTOR``); for Python procs it is ``"module:Class"`` (the
         class is imported there and constructed with one ``bytes`` argument
-        per part; see ``monarch._server``).
+        per part; see ``monarch._src.actor.server``).
 
         Every endpoint of the result is raw: ``mesh.incr.call(b"...")`` sends
         its bytes-like arguments as parts and gives back ``bytes`` per

@@ -38,4 +38,3 @@ def thread_scratch() -> Scratch:
     except AttributeError:
         s = _tls.s = Scratch()
         return s
-

@@ -3,7 +3,7 @@ unhandled-fault hook (see docs/supervision.md for the semantics, which live
 in libmonarch).
 
 * A failure of a mesh owned by an actor arrives in that actor's proc as a
-  supervise event (``monarch._server``); the actor's ``__supervise__(self,
+  supervise event (``server``); the actor's ``__supervise__(self,
   failure)`` (sync or async) decides: truthy = handled; falsy (or no
   ``__supervise__``) = escalate; raising = escalate with the exception as the
   new failure's cause. Escalating fails the actor, and its own owner gets a

@@ -116,10 +116,6 @@ class ValueMesh(Generic[T]):
 
 
 # ---------------------------------------------------------------------------
-# Futures
-
-
-# ---------------------------------------------------------------------------
 # Reading a monarch_value_mesh
 
 
@@ -317,4 +313,3 @@ def _raw_converter(all_points: bool, native: bool) -> Callable[[Any, Any], Any]:
 
 
 RAW_CONVERT = {(a, n): _raw_converter(a, n) for a in (False, True) for n in (False, True)}
-
