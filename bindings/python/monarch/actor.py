@@ -35,6 +35,8 @@ import types
 from typing import Any, Callable
 
 from ._lib import ActorError, MonarchError, SupervisionError
+from ._src.actor import endpoint as _endpoint
+from ._src.actor import shape as _shape
 from ._src.actor import supervision as _supervision
 from ._src.actor.actor_mesh import Actor, ActorMesh
 from ._src.actor.context import Context, context, current_rank, current_size
@@ -46,6 +48,17 @@ from ._src.actor.proc_mesh import ProcMesh, this_proc
 from ._src.actor.shape import Point
 from ._src.actor.supervision import MeshFailure
 from ._src.actor.value_mesh import ValueMesh
+
+# Importable here too, not exported by ``*``: the type of ``mesh.method``,
+# the C ABI's call modes and slice end, and the default unhandled-fault hook
+# (for a hook that falls back to it).
+EndpointRef = _endpoint.EndpointRef
+CALL_ALL = _endpoint.CALL_ALL
+CALL_ONE = _endpoint.CALL_ONE
+CALL_CHOOSE = _endpoint.CALL_CHOOSE
+CALL_BROADCAST = _endpoint.CALL_BROADCAST
+SLICE_END = _shape.SLICE_END
+default_unhandled_fault_hook = _supervision.default_unhandled_fault_hook
 
 __all__ = [
     "Accumulator",
