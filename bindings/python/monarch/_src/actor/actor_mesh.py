@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, take_buffer
 from .endpoint import ANY_ENDPOINT, CALL_ALL, CALL_BROADCAST, CALL_CHOOSE, CALL_ONE, EndpointRef
@@ -32,6 +32,9 @@ class Actor:
     return True if handled, False to escalate to this actor's owner (raising
     escalates too, with the exception as cause). ``__cleanup__(self, exc)``
     runs when the actor is stopped (``exc`` is None) or its proc stops."""
+
+
+A = TypeVar("A", bound=Actor)
 
 
 class StopState:
@@ -71,7 +74,7 @@ def raw_parts(args: tuple, what: str) -> tuple:
     return arr, n, keep
 
 
-class ActorMesh(MeshTrait):
+class ActorMesh(MeshTrait, Generic[A]):
     """An n-d array of actors of one class. ``mesh.endpoint_name`` gives the
     call adverbs; ``slice(**dims)``, ``flatten``, ``rename`` and ``split``
     give other views of it."""

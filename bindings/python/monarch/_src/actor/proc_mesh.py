@@ -8,10 +8,10 @@ from __future__ import annotations
 import atexit
 import sys
 import threading
-from typing import Any, TypeVar
+from typing import Any
 
 from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, runtime_is_live
-from .actor_mesh import Actor, ActorMesh, StopState, raw_parts
+from .actor_mesh import A, Actor, ActorMesh, StopState, raw_parts
 from .endpoint import ANY_ENDPOINT, check_endpoint_kinds, endpoint_names
 from .future import Future, convert_none
 from .pickle import dumps, to_c_parts
@@ -19,8 +19,6 @@ from .server import Server
 from .shape import MeshFns, MeshTrait, Shape, owned_shape
 from .supervision import claim_spawn_owner, ensure_watcher
 from .value_mesh import RAW_CONVERT, convert_all
-
-A = TypeVar("A", bound=Actor)
 
 _gc = ffi.gc
 _new = ffi.new
@@ -106,7 +104,7 @@ class ProcMesh(MeshTrait):
             if st.stopped:
                 raise SupervisionError(f"this proc mesh cannot be used: its {st.what} was stopped")
 
-    def spawn(self, name: str, cls: type[A], *args: Any, **kwargs: Any) -> ActorMesh:
+    def spawn(self, name: str, cls: type[A], *args: Any, **kwargs: Any) -> ActorMesh[A]:
         """Spawn one actor of ``cls`` on every proc, constructed with
         ``cls(*args, **kwargs)``. Waits until every constructor has run;
         raises ActorError if any of them raised."""
@@ -152,7 +150,7 @@ class ProcMesh(MeshTrait):
         ready.get()
         return mesh
 
-    def spawn_native(self, name: str, type_name: str, *args: Any) -> ActorMesh:
+    def spawn_native(self, name: str, type_name: str, *args: Any) -> ActorMesh[Any]:
         """Spawn one actor of type ``type_name`` on every proc, by name and
         without pickle: ``args`` are bytes-like, one payload part each.
 
