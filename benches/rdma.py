@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 from _table import print_table
-from monarch import _serial
+from monarch._src.actor import pickle as message_pickle
 from monarch.actor import Actor, endpoint, this_host
 from monarch.rdma import RDMABuffer
 
@@ -168,11 +168,11 @@ def numpy_argument(one, reps_small):
     arr = np.ones(64 * MiB, dtype=np.uint8)
     one.nbytes.call_one(arr).get(timeout=120)
     on = timed(lambda: one.nbytes.call_one(arr).get(timeout=120), reps_small)
-    saved = _serial._THRESHOLD
-    _serial._THRESHOLD = 0
+    saved = message_pickle._THRESHOLD
+    message_pickle._THRESHOLD = 0
     one.nbytes.call_one(arr).get(timeout=120)
     off = timed(lambda: one.nbytes.call_one(arr).get(timeout=120), reps_small)
-    _serial._THRESHOLD = saved
+    message_pickle._THRESHOLD = saved
 
     return ("64 MiB numpy argument (best / median)", rate(64 * MiB, on), ">= 4 GB/s",
             f"via control socket {rate(64 * MiB, off)}")

@@ -27,9 +27,10 @@ per node), inside the current allocation or in a new one::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 
-from ._lib import check, ffi, lib, runtime, take_buffer
-from .actor import HostMesh
+from ._lib import c_strings, check, ffi, lib, runtime, take_buffer
+from ._src.actor.host_mesh import HostMesh, host_mesh_free, monarch_binary
 
 __all__ = ["Job", "HostListJob", "SlurmJob", "job_secret"]
 
@@ -67,7 +68,7 @@ class HostListJob(Job):
     strings, as each agent printed after ``MONARCH_HOST_READY``) or, when
     omitted, the comma- or space-separated ``MONARCH_HOSTS``."""
 
-    def __init__(self, hosts=None):
+    def __init__(self, hosts: Iterable[str] | None = None) -> None:
         if hosts is None:
             env = os.environ.get("MONARCH_HOSTS", "")
             hosts = [h for h in env.replace(",", " ").split() if h]
@@ -126,9 +127,9 @@ class SlurmJob(Job):
         partition: str | None = None,
         time: str | None = None,
         account: str | None = None,
-        srun_args=(),
+        srun_args: Iterable[str] = (),
         listen: str = "0.0.0.0:0",
-        agent=None,
+        agent: Sequence[str] | None = None,
         timeout: float = 300.0,
     ):
         if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1):
@@ -158,8 +159,6 @@ class SlurmJob(Job):
     def _agent_argv(self):
         if self.agent is not None:
             return self.agent
-        from .actor import monarch_binary
-
         return [monarch_binary(), "host", "--listen", self.listen]
 
     def host_mesh(self) -> HostMesh:
@@ -169,11 +168,9 @@ class SlurmJob(Job):
             return self._mesh
         if self._h is not None:
             raise RuntimeError("this SlurmJob was killed")
-        from .actor import _c_strings, _hm_free
-
         argv = self._agent_argv()
-        c_argv, keep_a = _c_strings(argv)
-        c_args, keep_s = _c_strings(self.srun_args)
+        c_argv, keep_a = c_strings(argv)
+        c_args, keep_s = c_strings(self.srun_args)
         out = ffi.new("monarch_slurm_job **")
         timeout_ms = max(0, int(self.timeout * 1000))
         st = lib.monarch_slurm_job_start(
@@ -184,7 +181,7 @@ class SlurmJob(Job):
         self._h = ffi.gc(out[0], _slurm_job_free)
         hm = ffi.new("monarch_host_mesh **")
         check(lib.monarch_slurm_job_host_mesh(self._h, hm))
-        self._mesh = HostMesh._wrap(ffi.gc(hm[0], _hm_free))
+        self._mesh = HostMesh._wrap(ffi.gc(hm[0], host_mesh_free))
         return self._mesh
 
     @property

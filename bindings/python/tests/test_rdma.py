@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from rdma_actors import Owner, Reader, pattern
 
-from monarch import _serial, rdma
+from monarch import rdma
+from monarch._src.actor import pickle as message_pickle
+from monarch._src.rdma import payload
 from monarch.actor import ActorError, SupervisionError, this_host
 from monarch.rdma import RDMABuffer, get_rdma_backend
 
@@ -162,11 +164,11 @@ def test_dead_owner_fails_cleanly(backend, monkeypatch):
 
 def test_large_argument_travels_on_the_data_plane(pm, reader):
     arr = np.random.default_rng(1).integers(0, 256, size=64 << 20, dtype=np.uint8)
-    parts = _serial.dumps_call((arr,), {})
+    parts = message_pickle.dumps_call((arr,), {})
     # The control message carries a descriptor, not 64 MiB.
     assert sum(memoryview(p).nbytes for p in parts) < 4096
-    with rdma._pending_lock:
-        rdma._pending.clear()  # releases that registration (nobody will pull it)
+    with payload._pending_lock:
+        payload._pending.clear()  # releases that registration (nobody will pull it)
     total, shape = reader.checksum.call_one(arr).get(timeout=120)
     assert total == int(arr.sum(dtype=np.uint64)) and shape == arr.shape
     # Broadcast-style call to two actors: both pull, then it is released.
@@ -175,9 +177,9 @@ def test_large_argument_travels_on_the_data_plane(pm, reader):
     assert [v[0] for v in vm.values()] == [int(arr.sum(dtype=np.uint64))] * 2
     # The sender lets go of the array soon after both released it.
     deadline = time.monotonic() + 30
-    while rdma._pending and time.monotonic() < deadline:
+    while payload._pending and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert rdma._pending == []
+    assert payload._pending == []
     # Replies too: a large array returned by an actor comes back intact.
     from actors import Buffers
 
@@ -190,20 +192,20 @@ def test_large_bytes_travel_on_the_data_plane(pm):
     from actors import Buffers
 
     data = os.urandom(1 << 20) * 5
-    parts = _serial.dumps_call((data,), {"k": data})
+    parts = message_pickle.dumps_call((data,), {"k": data})
     assert sum(memoryview(p).nbytes for p in parts) < 4096
-    with rdma._pending_lock:
-        rdma._pending.clear()
+    with payload._pending_lock:
+        payload._pending.clear()
     b = pm.slice(gpus=0).spawn("bytes_rt", Buffers)
     back = b.roundtrip.call_one(data).get(timeout=120)
     assert type(back) is bytes and back == data
     # Small bytes stay in the stream.
-    assert len(_serial.dumps_call((b"x" * 100,), {})) == 1
+    assert len(message_pickle.dumps_call((b"x" * 100,), {})) == 1
 
 
 def test_threshold_keeps_small_buffers_in_band():
     arr = np.arange(1000, dtype=np.uint8)
-    parts = _serial.dumps_call((arr,), {})
+    parts = message_pickle.dumps_call((arr,), {})
     assert len(parts) == 2 and memoryview(parts[1]).nbytes == 1000
 
 

@@ -2,7 +2,8 @@
 ``monarch._bootstrap``) and by the controller's ``this_proc()`` thread.
 
 Protocol between Python callers and Python actors (all parts are produced by
-``monarch._serial``: part 0 a pickle stream, the rest out-of-band buffers):
+``monarch._src.actor.pickle``: part 0 a pickle stream, the rest out-of-band
+buffers):
 
 * spawn event: ``type_name`` is ``f"{cls.__module__}.{cls.__qualname__}"``,
   the parts are the pickled ``(cls, args, kwargs)``. Success is answered
@@ -52,13 +53,22 @@ Events are handled one at a time, in order of arrival.
 
 from __future__ import annotations
 
-import contextvars
+import importlib
+import inspect
+import pickle
 import sys
-import threading
 import traceback
+from typing import Any, Callable
 
-from . import _serial
-from ._lib import ERR_STOPPED, ERR_TIMEOUT, check, ffi, lib
+from ..._lib import ERR_STOPPED, ERR_TIMEOUT, check, ffi, lib, take_buffer
+from .actor_mesh import Actor
+from .context import current_frame, message_point
+from .endpoint import is_async, is_endpoint, is_raw
+from .event_loop import in_task, run_coroutine, run_on_loop, start_on_loop
+from .pickle import HandleOwner, dumps, loads_parts, to_c_parts
+from .port import Port
+from .shape import Point, shape_from_bytes
+from .supervision import MeshFailure, run_supervise
 
 EVENT_SPAWN = lib.MONARCH_EVENT_SPAWN
 EVENT_MESSAGE = lib.MONARCH_EVENT_MESSAGE
@@ -79,67 +89,22 @@ _next_event = lib.monarch_runtime_next_event
 _NULL = ffi.NULL
 _buffer = ffi.buffer
 _string = ffi.string
-_loads = _serial._loads
+_loads = pickle.loads
 # What an endpoint returning None answers (the pickle of None).
-_NONE_REPLY = _serial.dumps(None)[0]
+_NONE_REPLY = dumps(None)[0]
 
 
-class _Current:
-    """What ``current_rank()``/``context()`` see on the thread that runs an
-    actor's handler (one per thread, from ``current_frame()``; a plain
-    object, so the handler loop sets it without a thread-local lookup per
-    message)."""
-
-    __slots__ = ("event", "actor")
-
-    def __init__(self):
-        self.event = None  # the event being handled (borrowed, valid while handling)
-        self.actor = None  # _Hosted of the actor handling it
-
-
-_tls = threading.local()
-
-
-def current_frame() -> _Current:
-    """This thread's ``_Current``."""
-    try:
-        return _tls.current
-    except AttributeError:
-        c = _tls.current = _Current()
-        return c
-
-# (message Point, _Hosted) of the async task running an endpoint.
-task_context: contextvars.ContextVar = contextvars.ContextVar("monarch_task_context")
-
-_loop = None
-_loop_lock = threading.Lock()
-
-
-def _event_loop():
-    """The proc's asyncio loop for async endpoints, run on its own thread."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            import asyncio
-
-            loop = asyncio.new_event_loop()
-            t = threading.Thread(target=loop.run_forever, name="monarch-actor-loop", daemon=True)
-            t.start()
-            _loop = loop
-        return _loop
-
-
-async def _in_task(coro, point, hosted):
-    task_context.set((point, hosted))
-    return await coro
 _EMPTY_PARTS = ffi.new("monarch_bytes[1]")
 
 
-class _Hosted:
-    __slots__ = ("instance", "rank", "shape_bytes", "_point", "key", "endpoints")
-    # endpoints: method (bytes) -> (bound function, is_raw)
+class Hosted:
+    """An actor hosted in this process: its instance, its key and point, and
+    its endpoints as resolved so far."""
 
-    def __init__(self, key, rank, shape_bytes):
+    __slots__ = ("instance", "rank", "shape_bytes", "_point", "key", "endpoints")
+    # endpoints: method (bytes) -> (bound method, raw, explicit port, concurrent)
+
+    def __init__(self, key: bytes, rank: int, shape_bytes: bytes) -> None:
         self.key = key
         self.instance = None
         self.rank = rank
@@ -147,11 +112,10 @@ class _Hosted:
         self._point = None
         self.endpoints = {}
 
-    def point(self):
+    def point(self) -> Point:
+        """The actor's own point in the mesh it was spawned into."""
         if self._point is None:
-            from .actor import Point, _shape_from_bytes
-
-            shape = _shape_from_bytes(self.shape_bytes)
+            shape = shape_from_bytes(self.shape_bytes)
             self._point = Point._make(self.rank, shape)
         return self._point
 
@@ -160,22 +124,7 @@ def _format_exc(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def _run_coroutine(coro, point=None, hosted=None):
-    """Run ``coro`` on the proc's event loop and wait for its result."""
-    import asyncio
-
-    if point is None:
-        from .actor import _message_point
-
-        current = current_frame()
-        point, hosted = _message_point(current.event), current.actor
-    return asyncio.run_coroutine_threadsafe(_in_task(coro, point, hosted), _event_loop()).result()
-
-
-def _take_port(ev):
-    from ._lib import take_buffer
-    from ._ports import Port
-
+def _take_port(ev) -> Port:
     out = ffi.new("uint8_t **")
     n = ffi.new("size_t *")
     check(lib.monarch_event_take_port(ev, out, n))
@@ -187,9 +136,9 @@ def _take_port(ev):
 class Server:
     """Runs the actors hosted in this process."""
 
-    def __init__(self, rt):
+    def __init__(self, rt: Any) -> None:
         self.rt = rt
-        self.actors: dict[bytes, _Hosted] = {}
+        self.actors: dict[bytes, Hosted] = {}
         self._evp = ffi.new("monarch_event **")
         self._hdr = ffi.new("monarch_event_header *")
         self._current = None  # current_frame() of the thread in serve()
@@ -232,15 +181,15 @@ class Server:
         if not parts:
             return None
         if len(parts) == 1:
-            return _serial.loads_parts(parts, None)
-        owner = _serial.HandleOwner(ev, _event_free)
+            return loads_parts(parts, None)
+        owner = HandleOwner(ev, _event_free)
         owner_box[0] = owner
-        return _serial.loads_parts(parts, owner)
+        return loads_parts(parts, owner)
 
     def _reply_ok(self, ev, value, parts=None):
         if parts is None:
-            parts = _serial.dumps(value)
-        arr, keep = _serial.to_c_parts(parts, self._one)
+            parts = dumps(value)
+        arr, keep = to_c_parts(parts, self._one)
         st = _event_reply(ev, arr, len(parts))
         del keep
         if st:
@@ -256,7 +205,7 @@ class Server:
             raise TypeError(
                 f"raw endpoint {method.decode()!r} must return bytes-like, a list of them, or None; got str"
             )
-        arr, keep = _serial.to_c_parts(parts)
+        arr, keep = to_c_parts(parts)
         check(_event_reply(ev, arr, len(parts)))
         del keep
 
@@ -265,10 +214,10 @@ class Server:
         if what:
             text = f"{what}\n{text}"
         try:
-            parts = _serial.dumps(exc)
+            parts = dumps(exc)
         except Exception:  # noqa: BLE001 - unpicklable exception
-            parts = _serial.dumps(None)
-        arr, keep = _serial.to_c_parts(parts)
+            parts = dumps(None)
+        arr, keep = to_c_parts(parts)
         msg = text.encode("utf-8", "replace").replace(b"\0", b"")
         check(_event_reply_error(ev, msg, arr, len(parts)))
         del keep
@@ -281,7 +230,7 @@ class Server:
 
     # -- the loop ----------------------------------------------------------
 
-    def serve(self, timeout_ms: int = -1, stop_when=None) -> None:
+    def serve(self, timeout_ms: int = -1, stop_when: Callable[[], bool] | None = None) -> None:
         """Handle events until a stop-proc event (or the runtime stops)."""
         rt = self.rt
         evp = self._evp
@@ -307,7 +256,7 @@ class Server:
             elif not handle(ev):
                 return
 
-    def handle(self, ev) -> bool:
+    def handle(self, ev: Any) -> bool:
         """Handle one event; returns False on stop-proc."""
         owner_box = [None]
         try:
@@ -337,12 +286,8 @@ class Server:
         endpoints)."""
         return [_buffer(p, n)[:] for p, n in self._parts(ev)]
 
-    def _raw_class(self, type_name: bytes):
+    def _raw_class(self, type_name: bytes) -> type:
         """The Actor subclass named by a raw spawn's ``module:Class``."""
-        import importlib
-
-        from .actor import Actor
-
         module_name, _, qualname = type_name.decode("utf-8", "replace").partition(":")
         if not module_name or not qualname:
             raise ValueError(f"raw spawn type {type_name.decode()!r} is not 'module:Class'")
@@ -357,7 +302,7 @@ class Server:
         check(lib.monarch_event_rank(ev, self._rank, self._shape, self._shape_len))
         n = self._shape_len[0]
         shape_bytes = ffi.buffer(self._shape[0], n)[:] if n else b""
-        hosted = _Hosted(key, self._rank[0], shape_bytes)
+        hosted = Hosted(key, self._rank[0], shape_bytes)
         current = current_frame()
         prev_event, prev_actor = current.event, current.actor
         current.event, current.actor = ev, hosted
@@ -415,7 +360,7 @@ class Server:
             args, kwargs = _loads(_buffer(h.part0, h.part0_len))
             result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
-                result = _run_coroutine(result, _message_point_of(ev), hosted)
+                result = run_coroutine(result, message_point(ev), hosted)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             current.event, current.actor = prev_event, prev_actor
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -431,7 +376,7 @@ class Server:
             data = _NONE_REPLY
         else:
             try:
-                parts = _serial.dumps(result)
+                parts = dumps(result)
                 if len(parts) == 1:
                     data = parts[0]
                 else:
@@ -479,7 +424,7 @@ class Server:
                     return
                 result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
-                result = _run_coroutine(result, _message_point_of(ev), hosted)
+                result = run_coroutine(result, message_point(ev), hosted)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -517,14 +462,12 @@ class Server:
                 args = (port, *args)
             result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
-                coro = _in_task(result, _message_point_of(ev), hosted)
+                coro = in_task(result, message_point(ev), hosted)
                 if concurrent:
-                    import asyncio
-
-                    cf = asyncio.run_coroutine_threadsafe(coro, _event_loop())
+                    cf = start_on_loop(coro)
                     cf.add_done_callback(lambda f: _answer_port(port, f, explicit))
                     return
-                result = asyncio_run(coro)
+                result = run_on_loop(coro)
             if not explicit:
                 port.send(result)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
@@ -532,17 +475,15 @@ class Server:
                 raise
             port.exception(exc)
 
-    def _endpoint(self, hosted: _Hosted, method: bytes):
-        from .actor import _is_async, _is_endpoint, _is_raw
-
+    def _endpoint(self, hosted: Hosted, method: bytes):
         name = method.decode()
         cls = type(hosted.instance)
         attr = getattr(cls, name, None)
-        if attr is None or not _is_endpoint(attr):
+        if attr is None or not is_endpoint(attr):
             raise AttributeError(f"actor {cls.__qualname__} has no endpoint {name!r}")
-        raw = _is_raw(attr)
+        raw = is_raw(attr)
         explicit = not raw and bool(attr.options.get("explicit_response_port"))
-        concurrent = not raw and bool(attr.options.get("concurrent")) and _is_async(attr._fn)
+        concurrent = not raw and bool(attr.options.get("concurrent")) and is_async(attr._fn)
         entry = (getattr(hosted.instance, name), raw, explicit, concurrent)
         hosted.endpoints[method] = entry
         return entry
@@ -550,8 +491,6 @@ class Server:
     def _supervise(self, ev, key: bytes):
         """A mesh owned by actor ``key`` failed: ask its ``__supervise__``;
         answered OK when handled, with an error to escalate."""
-        from ._supervision import MeshFailure, run_supervise
-
         parts = self._parts(ev)
         failure = MeshFailure._decode(_buffer(parts[0][0], parts[0][1])[:])
         hosted = self.actors.get(key)
@@ -585,7 +524,7 @@ class Server:
             try:
                 r = cleanup(None) if _takes_arg(cleanup) else cleanup()
                 if hasattr(r, "__await__"):
-                    _run_coroutine(r, hosted.point(), hosted)
+                    run_coroutine(r, hosted.point(), hosted)
             except Exception as exc:  # noqa: BLE001 - the proc stops anyway
                 sys.stderr.write(f"monarch: __cleanup__ of {key.decode()!r} raised:\n{_format_exc(exc)}")
             finally:
@@ -602,7 +541,7 @@ class Server:
                 try:
                     r = cleanup(None) if _takes_arg(cleanup) else cleanup()
                     if hasattr(r, "__await__"):
-                        _run_coroutine(r)
+                        run_coroutine(r)
                 finally:
                     current.event, current.actor = prev_event, prev_actor
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
@@ -613,19 +552,6 @@ class Server:
             return
         if self._wants_reply(ev):
             check(_event_reply(ev, _EMPTY_PARTS, 0))
-
-
-def _message_point_of(ev):
-    from .actor import _message_point
-
-    return _message_point(ev)
-
-
-def asyncio_run(coro):
-    """Run a coroutine on the proc's event loop and wait for it."""
-    import asyncio
-
-    return asyncio.run_coroutine_threadsafe(coro, _event_loop()).result()
 
 
 def _answer_port(port, f, explicit):
@@ -645,8 +571,6 @@ def _answer_port(port, f, explicit):
 
 def _takes_arg(fn) -> bool:
     """Upstream's ``__cleanup__(self, exc)`` takes the exception (or None)."""
-    import inspect
-
     try:
         return len(inspect.signature(fn).parameters) >= 1
     except (TypeError, ValueError):

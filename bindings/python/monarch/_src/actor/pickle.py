@@ -14,7 +14,7 @@ a numpy array) is gone.
 
 Large out-of-band buffers (at least ``MONARCH_DATA_PLANE_THRESHOLD`` bytes,
 default 1 MiB; 0 disables) do not travel through the control socket: the
-sender registers each as an RDMA buffer (``monarch.rdma``) and sends its
+sender registers each as an RDMA buffer (``monarch._src.rdma.payload``) and sends its
 small descriptor in its place, wrapping the pickle stream in a
 ``_Remote`` record that says which parts are descriptors; the receiver
 pulls the bytes one-sided (same host: ``process_vm_readv``) into fresh
@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Sequence
+from typing import Any, Callable
 
 import cloudpickle
 
-from ._lib import ffi
+from ..._lib import ffi
+from ..rdma.payload import pull_payloads, register_payload
 
 _PROTOCOL = 5
 _dumps = pickle.dumps
@@ -63,9 +66,7 @@ class _Remote:
         return (_Remote, (self.stream, self.remote, self.as_bytes))
 
     def resolve(self, buffers):
-        from . import rdma
-
-        pulled = rdma._pull_payloads([buffers[i] for i in self.remote], [i in self.as_bytes for i in self.remote])
+        pulled = pull_payloads([buffers[i] for i in self.remote], [i in self.as_bytes for i in self.remote])
         bufs = list(buffers)
         for i, b in zip(self.remote, pulled):
             bufs[i] = b
@@ -73,15 +74,13 @@ class _Remote:
 
 
 def _to_data_plane(first, bufs, readers):
-    from . import rdma
-
     n = readers() if callable(readers) else readers
     parts = [None]
     remote = []
     as_bytes = []
     for i, b in enumerate(bufs):
         if b.nbytes >= _THRESHOLD:
-            parts.append(rdma._register_payload(b, n))
+            parts.append(register_payload(b, n))
             remote.append(i)
             if type(b.obj) is bytes:
                 as_bytes.append(i)
@@ -119,7 +118,7 @@ def _wrap_big(args: tuple, kwargs: dict):
     return args, kwargs
 
 
-def dumps(obj, readers=1) -> list:
+def dumps(obj: Any, readers: int | Callable[[], int] = 1) -> list:
     """Serialize ``obj`` into a list of buffers (parts). ``readers`` (an
     int, or a callable giving it) is how many receivers will unpickle the
     parts: data-plane buffers are released after that many pulls."""
@@ -150,7 +149,7 @@ def dumps(obj, readers=1) -> list:
 _NO_ARGS = _dumps(((), {}), _PROTOCOL)
 
 
-def dumps_call(args: tuple, kwargs: dict, readers=1) -> list:
+def dumps_call(args: tuple, kwargs: dict, readers: int | Callable[[], int] = 1) -> list:
     """Serialize the (args, kwargs) of a call; plain pickle when every
     argument is a simple builtin value (much cheaper than cloudpickle)."""
     if not args and not kwargs:
@@ -171,7 +170,7 @@ def dumps_call(args: tuple, kwargs: dict, readers=1) -> list:
     return dumps((args, kwargs), readers)
 
 
-def to_c_parts(parts: list, one=None):
+def to_c_parts(parts: list, one: Any = None) -> tuple[Any, Any]:
     """Build a ``monarch_bytes[]`` for ``parts``. Returns (array, keepalive).
 
     ``one`` is an optional reusable ``monarch_bytes[1]`` that serves the
@@ -199,7 +198,7 @@ class HandleOwner:
 
     __slots__ = ("ptr", "free_fn", "__weakref__")
 
-    def __init__(self, ptr, free_fn):
+    def __init__(self, ptr: Any, free_fn: Callable[[Any], Any]) -> None:
         self.ptr = ptr
         self.free_fn = free_fn
 
@@ -216,7 +215,7 @@ def _nothing(_p):
     return None
 
 
-def borrowed_view(ptr, length: int, owner: HandleOwner) -> memoryview:
+def borrowed_view(ptr: Any, length: int, owner: HandleOwner) -> memoryview:
     """A memoryview over ``length`` bytes at ``ptr`` that keeps ``owner``
     (and so the memory) alive as long as the view or anything built on it
     lives."""
@@ -228,7 +227,7 @@ def borrowed_view(ptr, length: int, owner: HandleOwner) -> memoryview:
     return memoryview(_buffer(cd, length))
 
 
-def loads_parts(ptrs_lens, owner: HandleOwner | None):
+def loads_parts(ptrs_lens: Sequence[tuple[Any, int]], owner: HandleOwner | None) -> Any:
     """Unpickle from a sequence of (ptr, len): part 0 is read in place (it is
     fully consumed before returning); the others become borrowed views."""
     p0, n0 = ptrs_lens[0]

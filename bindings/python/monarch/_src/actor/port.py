@@ -12,35 +12,43 @@ libmonarch (``monarch_port_*``); this module only pickles values.
 from __future__ import annotations
 
 import traceback
+from typing import Any, Generic, TypeVar
 
-from . import _serial
-from ._lib import check, ffi, lib, runtime, take_buffer
+from ..._lib import check, ffi, lib, runtime, take_buffer
+from .future import Future
+from .pickle import dumps, to_c_parts
+from .shape import EMPTY_SHAPE, Shape
+from .value_mesh import convert_one
 
-__all__ = ["Channel", "Port", "PortReceiver"]
+T = TypeVar("T")
 
 
-def _dumps_exc(exc: BaseException):
+def _dumps_exc(exc: BaseException) -> list:
     try:
-        return _serial.dumps(exc)
+        return dumps(exc)
     except Exception:  # noqa: BLE001 - unpicklable exception
-        return _serial.dumps(None)
+        return dumps(None)
 
 
-class Port:
+def _empty_shape() -> Shape:
+    return EMPTY_SHAPE
+
+
+class Port(Generic[T]):
     """Where a value can be sent (a reply port or a channel's port).
     ``send(value)`` sends a value; ``exception(exc)`` sends an error, which
     the receiver sees raised (as ActorError, with ``exc`` as its cause)."""
 
     __slots__ = ("_ref",)
 
-    def __init__(self, ref: bytes | None):
+    def __init__(self, ref: bytes | None) -> None:
         self._ref = ref  # None: nobody listens (a broadcast's reply port)
 
-    def send(self, value) -> None:
+    def send(self, value: T) -> None:
         if self._ref is None:
             return
-        parts = _serial.dumps(value)
-        arr, keep = _serial.to_c_parts(parts)
+        parts = dumps(value)
+        arr, keep = to_c_parts(parts)
         st = lib.monarch_port_send(runtime(), self._ref, len(self._ref), arr, len(parts))
         del keep
         check(st, "cannot send to port")
@@ -50,7 +58,7 @@ class Port:
             return
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         parts = _dumps_exc(exc)
-        arr, keep = _serial.to_c_parts(parts)
+        arr, keep = to_c_parts(parts)
         msg = text.encode("utf-8", "replace").replace(b"\0", b"")
         st = lib.monarch_port_send_error(runtime(), self._ref, len(self._ref), msg, arr, len(parts))
         del keep
@@ -59,11 +67,11 @@ class Port:
     def __reduce__(self):
         return (Port, (self._ref,))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Port>" if self._ref is not None else "<Port (nobody listens)>"
 
 
-class _Ctx(tuple):
+class PortContext(tuple):
     """A future's context that also keeps its receiver (and so its port)
     alive until the future is gone."""
 
@@ -73,31 +81,29 @@ class _Ctx(tuple):
         return t
 
 
-class PortReceiver:
+class PortReceiver(Generic[T]):
     """The receiving end of a port of this proc. ``recv()`` returns a
     Future of the next value (values come in arrival order)."""
 
     __slots__ = ("_h", "_what", "__weakref__")
 
-    def __init__(self, handle, what="port"):
+    def __init__(self, handle: Any, what: str = "port") -> None:
         self._h = ffi.gc(handle, lib.monarch_port_receiver_free)
         self._what = what
 
-    def recv(self):
-        from .actor import _EMPTY_SHAPE, Future, _convert_one
-
+    def recv(self) -> Future[T]:
         out = ffi.new("monarch_future **")
         check(lib.monarch_port_receiver_recv(self._h, out))
-        ctx = _Ctx((lambda: _EMPTY_SHAPE, self._what), self)
-        return Future(ffi.gc(out[0], lib.monarch_future_free), _convert_one, ctx)
+        ctx = PortContext((_empty_shape, self._what), self)
+        return Future(ffi.gc(out[0], lib.monarch_future_free), convert_one, ctx)
 
-    def _port(self) -> Port:
+    def _port(self) -> Port[T]:
         out = ffi.new("uint8_t **")
         n = ffi.new("size_t *")
         check(lib.monarch_port_receiver_ref(self._h, out, n))
         return Port(take_buffer(out[0], n[0]))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<PortReceiver {self._what}>"
 
 
@@ -105,7 +111,7 @@ class Channel:
     """``Channel.open()`` -> ``(Port, PortReceiver)``."""
 
     @staticmethod
-    def open(once: bool = False):
+    def open(once: bool = False) -> tuple[Port[Any], PortReceiver[Any]]:
         """A new port of this proc: ``once=True`` takes one value only."""
         out = ffi.new("monarch_port_receiver **")
         check(lib.monarch_port_open(runtime(), bool(once), out))

@@ -3,25 +3,32 @@ unhandled-fault hook (see docs/supervision.md for the semantics, which live
 in libmonarch).
 
 * A failure of a mesh owned by an actor arrives in that actor's proc as a
-  supervise event (``monarch._server``); the actor's ``__supervise__(self,
+  supervise event (``server``); the actor's ``__supervise__(self,
   failure)`` (sync or async) decides: truthy = handled; falsy (or no
   ``__supervise__``) = escalate; raising = escalate with the exception as the
   new failure's cause. Escalating fails the actor, and its own owner gets a
   new ``MeshFailure`` whose ``caused_by`` is the first.
 * A failure of a mesh owned by the program itself (a controller's main code)
   is pulled by a daemon thread ("monarch-supervision") and handed to
-  ``monarch.actor.unhandled_fault_hook(failure)``, looked up at call time so
-  a program may replace it. The default prints the report and exits the
+  ``unhandled_fault_hook(failure)`` of this module, looked up at call time
+  so a program may replace it (as ``monarch.actor.unhandled_fault_hook``,
+  which reads and writes it). The default prints the report and exits the
   process with status 1. It fires once per failure.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import threading
+import traceback
+from collections.abc import Iterable
+from typing import Any, Callable
 
-from ._lib import ERR_STOPPED, ERR_TIMEOUT, ffi, lib, runtime
+from ..._lib import ERR_STOPPED, ERR_TIMEOUT, ffi, lib, runtime
+from .context import task_context
+from .event_loop import run_coroutine
 
 # FailureCause values (core/schema/monarch.fbs), by name.
 CAUSES = {
@@ -52,8 +59,18 @@ class MeshFailure:
     __slots__ = ("mesh_name", "ranks", "cause", "code", "actor", "proc", "_report", "exception", "caused_by", "id")
 
     def __init__(
-        self, mesh_name, ranks, cause, code=0, actor="", proc="", report="", exception=None, caused_by=None, id=0
-    ):
+        self,
+        mesh_name: str,
+        ranks: Iterable[int],
+        cause: str,
+        code: int = 0,
+        actor: str = "",
+        proc: str = "",
+        report: str = "",
+        exception: BaseException | None = None,
+        caused_by: MeshFailure | None = None,
+        id: int = 0,
+    ) -> None:
         self.mesh_name = mesh_name
         self.ranks = list(ranks)
         self.cause = cause
@@ -75,10 +92,10 @@ class MeshFailure:
             text += "\ncaused by: " + self.caused_by.report()
         return text
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.report()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"MeshFailure(mesh={self.mesh_name!r}, ranks={self.ranks}, cause={self.cause!r})"
 
     @classmethod
@@ -88,8 +105,6 @@ class MeshFailure:
 
         exc = None
         if not ev.PayloadIsNone() and ev.PayloadLength():
-            import pickle
-
             try:
                 exc = pickle.loads(bytes(ev.Payload(j) for j in range(ev.PayloadLength())))
             except Exception:  # noqa: BLE001 - class unknown here, or not a pickle
@@ -112,7 +127,9 @@ class MeshFailure:
 
     @classmethod
     def _decode(cls, data: bytes) -> MeshFailure:
-        from .schema.SupervisionEvent import SupervisionEvent
+        # Imported on first use: the flatbuffers package imports numpy when
+        # it is installed (a tenth of a second or more).
+        from ...schema.SupervisionEvent import SupervisionEvent
 
         return cls._from_fb(SupervisionEvent.GetRootAs(data, 0))
 
@@ -127,15 +144,15 @@ def default_unhandled_fault_hook(failure: MeshFailure) -> None:
         os._exit(1)
 
 
-def _hook():
-    from . import actor
-
-    return getattr(actor, "unhandled_fault_hook", default_unhandled_fault_hook)
+#: Called with a ``MeshFailure`` for each failure that reached this
+#: process's top level unhandled (a mesh the program spawned itself failed,
+#: or an actor owning one did not handle its failure). Replace it (through
+#: ``monarch.actor.unhandled_fault_hook``) to decide what happens; the
+#: default reports the failure and exits with status 1.
+unhandled_fault_hook: Callable[[MeshFailure], Any] = default_unhandled_fault_hook
 
 
 def _report_hook_error(failure, exc):
-    import traceback
-
     sys.stderr.write(
         f"monarch: unhandled_fault_hook raised for {failure!r}:\n"
         + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -179,7 +196,7 @@ def _watch(rt) -> None:
             lib.monarch_buffer_free(out[0], n[0])
         failure = MeshFailure._decode(data)
         try:
-            _hook()(failure)
+            unhandled_fault_hook(failure)
         except BaseException as exc:  # noqa: BLE001 - a hook must not kill the watcher
             _report_hook_error(failure, exc)
 
@@ -189,14 +206,12 @@ def claim_spawn_owner() -> None:
     loop thread, not the thread that took its event): tell libmonarch which
     actor owns what is spawned next. Synchronous code needs nothing: the
     runtime knows the actor whose event the thread is handling."""
-    from ._server import task_context
-
     tc = task_context.get(None)
     if tc is not None and tc[1] is not None:
         lib.monarch_runtime_set_owner(runtime(), tc[1].key)
 
 
-def run_supervise(instance, failure: MeshFailure):
+def run_supervise(instance: Any, failure: MeshFailure) -> tuple[bool, BaseException | None]:
     """Call ``instance.__supervise__(failure)``: (handled, exception)."""
     sup = getattr(instance, "__supervise__", None)
     if sup is None:
@@ -204,9 +219,7 @@ def run_supervise(instance, failure: MeshFailure):
     try:
         r = sup(failure)
         if hasattr(r, "__await__"):
-            from ._server import _run_coroutine
-
-            r = _run_coroutine(r)
+            r = run_coroutine(r)
         return bool(r), None
     except Exception as exc:  # noqa: BLE001 - becomes the new failure's cause
         return False, exc

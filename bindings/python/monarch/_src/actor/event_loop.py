@@ -1,0 +1,68 @@
+"""The proc's asyncio event loop, on which async endpoints (and async
+``__supervise__``/``__cleanup__`` hooks) run: one loop per process, on its
+own daemon thread, started on first use.
+
+asyncio is imported on first use too: it costs tens of milliseconds, and
+only actors with ``async def`` methods need it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .context import current_frame, message_point, task_context
+from .shape import Point
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+T = TypeVar("T")
+
+_loop = None
+_loop_lock = threading.Lock()
+
+
+def event_loop() -> Any:
+    """The proc's asyncio loop for async endpoints, run on its own thread."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            import asyncio  # costly to import: see the module's doc
+
+            loop = asyncio.new_event_loop()
+            t = threading.Thread(target=loop.run_forever, name="monarch-actor-loop", daemon=True)
+            t.start()
+            _loop = loop
+        return _loop
+
+
+async def in_task(coro: Coroutine[Any, Any, T], point: Point, hosted: Any) -> T:
+    """Run ``coro`` as the task of a message at ``point`` to actor ``hosted``
+    (what ``current_rank()``/``context()`` see inside it)."""
+    task_context.set((point, hosted))
+    return await coro
+
+
+def run_coroutine(coro: Coroutine[Any, Any, T], point: Point | None = None, hosted: Any = None) -> T:
+    """Run ``coro`` on the proc's event loop and wait for its result; by
+    default as the task of the message this thread is handling."""
+    import asyncio  # costly to import: see the module's doc
+
+    if point is None:
+        current = current_frame()
+        point, hosted = message_point(current.event), current.actor
+    return asyncio.run_coroutine_threadsafe(in_task(coro, point, hosted), event_loop()).result()
+
+
+def start_on_loop(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Start a coroutine on the proc's event loop; its future, at once."""
+    import asyncio  # costly to import: see the module's doc
+
+    return asyncio.run_coroutine_threadsafe(coro, event_loop())
+
+
+def run_on_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on the proc's event loop and wait for it."""
+    return start_on_loop(coro).result()
