@@ -81,6 +81,7 @@ schema: venv
 
 # The package's setup builds libmonarch with cargo and bundles it.
 install: venv check-cargo
+	rm -rf bindings/python/build
 	$(VPY) -m pip install --disable-pip-version-check -q --no-build-isolation ./bindings/python
 
 demo: venv install
@@ -156,10 +157,14 @@ slurm-tests:
 	timeout 300 $(CPP_BUILD)/tests/cpp_test slurm
 
 # ---------------------------------------------------------------- checks
+# Import circles among the modules of each Rust crate and of the Python package.
+MODULE_CYCLES := $(VPY) scripts/check-module-cycles.py --python bindings/python/monarch \
+	--rust core/src --rust ffi/src --rust cli/src
 lint: venv check-cargo
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check
+	$(MODULE_CYCLES)
 
 fmt: venv check-cargo
 	$(CARGO) fmt --all
@@ -169,6 +174,7 @@ test: export MONARCH_ORPHAN_TAG := $(ORPHAN_TAG)
 test: venv build install
 	$(CARGO) fmt --all -- --check
 	$(VENV)/bin/ruff check
+	$(MODULE_CYCLES)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test $(CARGO_PROFILE) --workspace
 	$(VPY) -m pytest -q bindings/python/tests
