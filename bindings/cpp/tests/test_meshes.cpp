@@ -273,7 +273,6 @@ void test_local_actors() {
   CHECK(f2.get(30s).item<std::int64_t>() == 99);
 }
 
-
 void test_views() {
   monarch::Runtime rt;
   auto procs = rt.spawn_procs({{"hosts", 2}, {"gpus", 3}});

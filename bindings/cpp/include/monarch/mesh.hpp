@@ -69,9 +69,8 @@ H* split_into(const Dims& dims, F&& f) {
 }
 }  // namespace detail
 
-
-// Defined in monarch/runtime.hpp (ActorMesh::from_ref(const Runtime&, ...)),
-// which whoever holds a Runtime has included.
+// Only named here: monarch/runtime.hpp (which includes this header) defines
+// Runtime and ActorMesh::from_ref(const Runtime&, BytesView).
 class Runtime;
 
 /// An n-d array of actors (or a slice of one).
@@ -205,6 +204,7 @@ class ActorMesh {
     return detail::owned_bytes(
         [h](std::uint8_t** b, std::size_t* n) { return monarch_actor_mesh_to_ref(h, b, n); });
   }
+  /// Rebuild from to_ref() bytes (made in any proc of the job) with `rt`.
   static ActorMesh from_ref(const Runtime& rt, BytesView ref);
   /// Rebuild from to_ref() bytes with the process's runtime (e.g. in an
   /// actor that received a mesh reference in a message).
