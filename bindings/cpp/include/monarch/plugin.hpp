@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "actor.hpp"
-#include "plugin.h"
+#include <monarch/actor.hpp>
+#include <monarch/plugin.h>
 
 namespace monarch {
 namespace plugin_detail {
