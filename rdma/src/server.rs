@@ -9,8 +9,8 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 
-use super::conn::{self, Request, Stream, IO_TIMEOUT};
-use super::registry::{self, Lease};
+use crate::conn::{self, Request, Stream, IO_TIMEOUT};
+use crate::registry::{self, Lease};
 
 /// Addresses of this process's data-plane server.
 pub struct Server {
@@ -44,7 +44,7 @@ pub fn start() -> std::io::Result<Server> {
     let name = format!(
         "monarch-rdma-{}-{}",
         std::process::id(),
-        crate::process::random_hex()
+        monarch_core::process::random_hex()
     );
     let ua = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
     let ul = UnixListener::bind_addr(&ua)?;
@@ -90,7 +90,7 @@ fn serve(s: Stream) {
             let mut s = s;
             let _ = s.set_read_timeout(Some(IO_TIMEOUT));
             let _ = s.set_write_timeout(Some(IO_TIMEOUT));
-            if !conn::accept_handshake(&mut s, &super::current_token(), &super::my_id()) {
+            if !conn::accept_handshake(&mut s, &crate::current_token(), &crate::my_id()) {
                 return;
             }
             // Idle pooled connections wait for their next request forever.
@@ -117,7 +117,7 @@ fn serve(s: Stream) {
 struct Held {
     // Declared first so it is destroyed first: no peer access through it
     // once the lease ends.
-    qp: Option<super::ibverbs::Qp>,
+    qp: Option<crate::ibverbs::Qp>,
     lease: Option<Lease>,
 }
 
@@ -157,7 +157,7 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
                 Err(e) => conn::send_status(s, &Err(e.message)),
             }
         }
-        conn::OP_IB_CONNECT => super::ibverbs::serve_connect(s, req, &mut held.qp),
+        conn::OP_IB_CONNECT => crate::ibverbs::serve_connect(s, req, &mut held.qp),
         conn::OP_IB_LEASE_READ | conn::OP_IB_LEASE_WRITE => {
             held.lease = None;
             if held.qp.is_none() {
@@ -169,7 +169,7 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
             match lease(req.op == conn::OP_IB_LEASE_WRITE) {
                 Ok(l) => {
                     let r = &l.region;
-                    if super::ibverbs::serve_lease(s, r.ptr, r.len, &r.verbs_mr, req.offset)? {
+                    if crate::ibverbs::serve_lease(s, r.ptr, r.len, &r.verbs_mr, req.offset)? {
                         held.lease = Some(l);
                     }
                     Ok(())

@@ -27,17 +27,14 @@ pub mod same_host;
 mod server;
 pub mod tcp;
 
-use crate::sync::LockExt;
+use monarch_core::sync::LockExt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::geometry::Shape;
-use crate::runtime::{Future, Runtime};
-use crate::value::{PointValue, ValueMesh};
+use monarch_core::{Error, ErrorKind, Future, PointValue, Result, Runtime, Shape, ValueMesh};
 
 /// A data-plane backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,9 +110,9 @@ pub fn init(token: &str, owner: &str) {
 
 fn init_from(rt: &Runtime) {
     let p = plane();
-    let same = *p.token.read().unwrap_or_else(|e| e.into_inner()) == rt.token();
+    let same = *p.token.read().unwrap_or_else(|e| e.into_inner()) == rt.job_token();
     if !same {
-        init(rt.token(), rt.addr());
+        init(rt.job_token(), rt.addr());
     }
 }
 

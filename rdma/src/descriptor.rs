@@ -9,7 +9,7 @@
 //! strings. Decoding checks every length, so malformed bytes are an error,
 //! never a panic.
 
-use crate::error::{Error, Result};
+use monarch_core::{Error, Result};
 
 const MAGIC: &[u8; 4] = b"MRDB";
 const VERSION: u8 = 1;

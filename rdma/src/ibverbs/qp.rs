@@ -13,7 +13,7 @@
 //!   then posts RDMA READ/WRITE and ends with `OP_RELEASE`, whose answer
 //!   tells it the owner lived through the transfer.
 
-use crate::sync::LockExt;
+use monarch_core::sync::LockExt;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::io::{Read, Write};
@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use super::sys;
 use super::{device, Device};
-use crate::error::{Error, ErrorKind, Result};
-use crate::rdma::conn::{self, Request, Stream};
-use crate::rdma::descriptor::Descriptor;
+use crate::conn::{self, Request, Stream};
+use crate::descriptor::Descriptor;
+use monarch_core::{Error, ErrorKind, Result};
 
 /// One work request moves at most this many bytes.
 const CHUNK: usize = 8 << 20;
@@ -372,7 +372,7 @@ impl Qp {
             return Err(verbs_err("the provider has no post_send/poll_cq"));
         };
         // The NIC copies; this thread only polls, at the copier priority.
-        let _copier = crate::rdma::copier(len);
+        let _copier = crate::copier(len);
         let mut posted = 0usize; // bytes posted
         let mut outstanding = 0usize;
         let mut next_id = 0u64;

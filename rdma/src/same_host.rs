@@ -56,12 +56,12 @@ pub fn allow_access() {
 fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
     // One syscall copies one piece (`bulk_chunk`): the kernel does not
     // preempt it, so the piece bounds how long it holds the CPU.
-    let chunk = super::bulk_chunk();
-    let _copier = super::copier(len);
+    let chunk = crate::bulk_chunk();
+    let _copier = crate::copier(len);
     let mut done = 0usize;
     while done < len {
         if done > 0 {
-            super::between_chunks();
+            crate::between_chunks();
         }
         let n = (len - done).min(chunk);
         let l = libc::iovec {

@@ -10,12 +10,12 @@
 //! end, so memory is never handed back to its owner's allocator while a
 //! peer may still write into it.
 
-use crate::sync::LockExt;
+use monarch_core::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use crate::error::{Error, ErrorKind, Result};
+use monarch_core::{Error, ErrorKind, Result};
 
 pub(crate) struct Region {
     pub ptr: usize,
@@ -24,7 +24,7 @@ pub(crate) struct Region {
     pub writable: bool,
     /// The region's ibverbs registration, made on the first verbs lease
     /// (deregistered when the region is released and its leases ended).
-    pub verbs_mr: OnceLock<std::result::Result<super::ibverbs::Mr, String>>,
+    pub verbs_mr: OnceLock<std::result::Result<crate::ibverbs::Mr, String>>,
     state: Mutex<State>,
     cv: Condvar,
 }

@@ -5,13 +5,13 @@
 //! Data connections are separate from the control connections (a bulk
 //! transfer never sits in front of a control message). Every connection
 //! starts with the job's mutual HMAC-SHA256 challenge-response over the job
-//! token (`crate::auth`, the same handshake as control connections); then the client sends fixed 40-byte requests
+//! token (`monarch_core::auth`, the same handshake as control connections); then the client sends fixed 40-byte requests
 //! `[op u8][7 pad][id u64][key u64][offset u64][len u64]` (little-endian)
 //! and the owner answers `[0]` (ok) or `[1][u32 len][message]`.
-//! With a TLS configuration (`crate::tls`), TCP data connections run
+//! With a TLS configuration (`monarch_core::tls`), TCP data connections run
 //! inside mutual TLS like control connections (abstract Unix sockets never).
 
-use crate::sync::LockExt;
+use monarch_core::sync::LockExt;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use monarch_core::{Error, ErrorKind, Result};
 
 pub const OP_READ: u8 = 1;
 pub const OP_WRITE: u8 = 2;
@@ -39,19 +39,19 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
-    Tls(crate::tls::TlsStream),
+    Tls(monarch_core::tls::TlsStream),
 }
 
 impl Stream {
     /// An accepted (`server`) or opened TCP stream, inside TLS when this
     /// process has a TLS configuration.
     pub fn tcp(s: TcpStream, server: bool) -> io::Result<Stream> {
-        let tls =
-            crate::tls::global().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let tls = monarch_core::tls::global()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         Ok(match tls {
             None => Stream::Tcp(s),
-            Some(cfg) if server => Stream::Tls(crate::tls::TlsStream::server(s, &cfg)?),
-            Some(cfg) => Stream::Tls(crate::tls::TlsStream::client(s, &cfg)?),
+            Some(cfg) if server => Stream::Tls(monarch_core::tls::TlsStream::server(s, &cfg)?),
+            Some(cfg) => Stream::Tls(monarch_core::tls::TlsStream::client(s, &cfg)?),
         })
     }
 }
@@ -161,9 +161,9 @@ pub fn recv_status(s: &mut Stream) -> io::Result<std::result::Result<(), String>
 }
 
 /// Owner side of the handshake (the job's mutual HMAC challenge-response,
-/// `crate::auth`); false when the peer does not know the job token.
+/// `monarch_core::auth`); false when the peer does not know the job token.
 pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
-    match crate::auth::accept_handshake(s, token.as_bytes(), my_id) {
+    match monarch_core::auth::accept_handshake(s, token.as_bytes(), my_id) {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(error = %e, "dropping data-plane connection: authentication failed");
@@ -174,11 +174,11 @@ pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
 
 /// Client side of the handshake.
 pub fn client_handshake(s: &mut Stream, token: &str, my_id: &str, owner: &str) -> Result<()> {
-    crate::auth::connect_handshake(s, token.as_bytes(), my_id)
+    monarch_core::auth::connect_handshake(s, token.as_bytes(), my_id)
         .map(|_| ())
         .map_err(|e| match e {
             // The connection broke: the owner is gone (or going).
-            crate::auth::AuthError::Io(e) => lost(owner, "the data-plane handshake", e),
+            monarch_core::auth::AuthError::Io(e) => lost(owner, "the data-plane handshake", e),
             e => Error::new(
                 ErrorKind::Io,
                 format!("data-plane authentication with proc {owner} failed: {e}"),
@@ -222,7 +222,7 @@ fn pool() -> &'static Mutex<HashMap<String, Vec<Stream>>> {
 
 /// An idle authenticated connection to `target`, or a new one.
 pub fn get(target: &str, token: &str, owner: &str) -> Result<Stream> {
-    let me = super::my_id();
+    let me = crate::my_id();
     if let Some(s) = pool().locked().get_mut(target).and_then(|v| v.pop()) {
         return Ok(s);
     }
@@ -264,10 +264,10 @@ pub fn lost(owner: &str, what: &str, e: io::Error) -> Error {
 /// Write all of `b`, a piece (`bulk_chunk`) per call, yielding between
 /// pieces, at the copier priority (bulk data: see `rdma::bulk_chunk`).
 pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
-    let _copier = super::copier(b.len());
-    for (i, piece) in b.chunks(super::bulk_chunk()).enumerate() {
+    let _copier = crate::copier(b.len());
+    for (i, piece) in b.chunks(crate::bulk_chunk()).enumerate() {
         if i > 0 {
-            super::between_chunks();
+            crate::between_chunks();
         }
         s.write_all(piece)?;
     }
@@ -276,10 +276,10 @@ pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
 
 /// Fill all of `b`, a piece per call, yielding between pieces.
 pub fn read_bulk(s: &mut Stream, b: &mut [u8]) -> io::Result<()> {
-    let _copier = super::copier(b.len());
-    for (i, piece) in b.chunks_mut(super::bulk_chunk()).enumerate() {
+    let _copier = crate::copier(b.len());
+    for (i, piece) in b.chunks_mut(crate::bulk_chunk()).enumerate() {
         if i > 0 {
-            super::between_chunks();
+            crate::between_chunks();
         }
         s.read_exact(piece)?;
     }
