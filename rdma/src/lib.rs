@@ -22,19 +22,21 @@
 mod conn;
 pub mod descriptor;
 pub mod ibverbs;
+mod random;
 mod registry;
 pub mod same_host;
 mod server;
 pub mod tcp;
 
-use monarch_core::sync::LockExt;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
+
+use monarch_core::{Error, ErrorKind, Future, PointValue, Result, Runtime, Shape, ValueMesh};
+use parking_lot::{Mutex, RwLock};
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
-
-use monarch_core::{Error, ErrorKind, Future, PointValue, Result, Runtime, Shape, ValueMesh};
 
 /// A data-plane backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +84,7 @@ static SAME_HOST_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Owners (by data-plane TCP address) with which an ibverbs transfer
 /// failed for a reason other than a refusal: they use TCP from then on.
-static VERBS_REFUSED: std::sync::Mutex<std::collections::BTreeSet<String>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+static VERBS_REFUSED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 struct Plane {
     token: RwLock<String>,
@@ -104,33 +105,25 @@ fn plane() -> &'static Plane {
 /// for you by every function taking a `Runtime`; the latest call wins).
 pub fn init(token: &str, owner: &str) {
     let p = plane();
-    *p.token.write().unwrap_or_else(|e| e.into_inner()) = token.to_string();
-    *p.owner.write().unwrap_or_else(|e| e.into_inner()) = owner.to_string();
+    *p.token.write() = token.to_string();
+    *p.owner.write() = owner.to_string();
 }
 
 fn init_from(rt: &Runtime) {
     let p = plane();
-    let same = *p.token.read().unwrap_or_else(|e| e.into_inner()) == rt.job_token();
+    let same = *p.token.read() == rt.job_token();
     if !same {
         init(rt.job_token(), rt.addr());
     }
 }
 
 fn token() -> String {
-    plane()
-        .token
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+    plane().token.read().clone()
 }
 
 /// This process's identity in data-plane handshakes.
 pub(crate) fn my_id() -> String {
-    let o = plane()
-        .owner
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let o = plane().owner.read().clone();
     format!("rdma:{o}#{}", std::process::id())
 }
 
@@ -305,17 +298,13 @@ pub fn register(
     }
     let srv = server()?;
     same_host::allow_access();
-    let (id, key) = registry::register(ptr, len, writable, readers);
+    let (id, key) = registry::register(ptr, len, writable, readers)?;
     let mut backends = descriptor::OFFER_SAME_HOST | descriptor::OFFER_TCP;
     if ibverbs::probe().available {
         backends |= descriptor::OFFER_IBVERBS;
     }
     let desc = Descriptor {
-        owner: plane()
-            .owner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone(),
+        owner: plane().owner.read().clone(),
         id,
         key,
         size: len as u64,
@@ -429,7 +418,7 @@ impl Buffer {
             && !SAME_HOST_REFUSED.load(Ordering::Relaxed);
         let verbs_ok = self.desc.backends & descriptor::OFFER_IBVERBS != 0
             && ibverbs::probe().available
-            && !VERBS_REFUSED.locked().contains(&self.desc.tcp_addr);
+            && !VERBS_REFUSED.lock().contains(&self.desc.tcp_addr);
         let auto = || {
             if verbs_ok {
                 Backend::Ibverbs
@@ -511,7 +500,7 @@ impl Buffer {
             Backend::Ibverbs => match self.verbs_transfer(offset, local, len, write) {
                 Err(e) if e.kind == ErrorKind::Io => {
                     tracing::info!(error = %e, owner = %self.desc.owner, "ibverbs transfer failed; using TCP with this owner");
-                    VERBS_REFUSED.locked().insert(self.desc.tcp_addr.clone());
+                    VERBS_REFUSED.lock().insert(self.desc.tcp_addr.clone());
                     self.backend.store(Backend::Tcp as u8, Ordering::Relaxed);
                     self.tcp_transfer(offset, local, len, write)
                 }

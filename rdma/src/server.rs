@@ -10,6 +10,7 @@ use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 
 use crate::conn::{self, Request, Stream, IO_TIMEOUT};
+use crate::random;
 use crate::registry::{self, Lease};
 
 /// Addresses of this process's data-plane server.
@@ -41,11 +42,10 @@ fn advertised_ip() -> String {
 
 pub fn start() -> std::io::Result<Server> {
     use std::os::linux::net::SocketAddrExt;
-    let name = format!(
-        "monarch-rdma-{}-{}",
-        std::process::id(),
-        monarch_core::process::random_hex()
-    );
+    let tag: [u8; 16] = random::bytes(random::OS, "the data-plane socket name")
+        .map_err(|e| std::io::Error::other(e.message))?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("monarch-rdma-{}-{tag}", std::process::id());
     let ua = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
     let ul = UnixListener::bind_addr(&ua)?;
     let bind = std::env::var("MONARCH_RDMA_BIND").unwrap_or_else(|_| "0.0.0.0".into());
