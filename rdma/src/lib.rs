@@ -1,14 +1,22 @@
-//! The data plane: registered memory buffers read and written one-sided by
-//! other procs, on a backend chosen per pair of peers.
+//! monarch-rdma: the data plane of libmonarch. Registered memory buffers
+//! read and written one-sided by other procs, on a backend chosen per pair
+//! of peers.
 //!
-//! - [`registry`]: the owner's registered regions, leases, drop
-//! - [`descriptor`]: what a buffer handle becomes inside a message
-//! - [`server`]: the owner's data-plane server (Unix + TCP listeners)
-//! - [`conn`]: data connections, handshake, requests, the client pool
-//! - [`same_host`]: `process_vm_readv`/`writev` between procs of one host
-//! - [`tcp`]: striped transfers on dedicated TCP data connections
+//! This crate owns the registered buffers, their descriptors, the owner's
+//! data-plane server and data connections, and the three backends. It uses
+//! monarch-core (the runtime, errors and futures, the job's authentication
+//! handshake and TLS configuration); core does not depend on it. The C ABI
+//! (`monarch_rdma_*` in monarch-ffi) is built on this crate's public items.
+//!
+//! - `registry`: the owner's registered regions, leases, drop
+//! - `descriptor`: what a buffer handle becomes inside a message
+//! - `server`: the owner's data-plane server (Unix + TCP listeners)
+//! - `conn`: data connections, handshake, requests, the client pool
+//! - `same_host`: `process_vm_readv`/`writev` between procs of one host
+//! - `tcp`: striped transfers on dedicated TCP data connections
 //! - [`ibverbs`]: libibverbs loaded at run time: detection, queue pairs,
 //!   RDMA READ/WRITE
+//! - `random`: registration keys and other unguessable values
 //!
 //! A [`Buffer`] is either the owner's registration (made by [`register`])
 //! or a handle rebuilt from a descriptor ([`Buffer::from_bytes`]); both
@@ -19,14 +27,16 @@
 //! same-host when the owner runs on this host (same boot id and pid/net
 //! namespaces) and the kernel permits `process_vm_*`, then TCP.
 
+#![deny(missing_docs)]
+
 mod conn;
-pub mod descriptor;
+mod descriptor;
 pub mod ibverbs;
 mod random;
 mod registry;
-pub mod same_host;
+mod same_host;
 mod server;
-pub mod tcp;
+mod tcp;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -41,12 +51,16 @@ pub use registry::registered_count;
 /// A data-plane backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// `process_vm_readv`/`writev` between procs of one host.
     SameHost = 1,
+    /// Striped copies over dedicated TCP data connections.
     Tcp = 2,
+    /// RDMA READ/WRITE through libibverbs.
     Ibverbs = 3,
 }
 
 impl Backend {
+    /// The name used by `MONARCH_RDMA_BACKEND` and reported by transfers.
     pub fn name(self) -> &'static str {
         match self {
             Backend::SameHost => "same_host",
@@ -348,15 +362,19 @@ impl Buffer {
         }))
     }
 
+    /// The descriptor bytes a message carries to other procs (an error
+    /// once the handle was dropped).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         self.check_live()?;
         Ok(self.desc.encode())
     }
 
+    /// What this handle knows of the buffer and its owner.
     pub fn descriptor(&self) -> &Descriptor {
         &self.desc
     }
 
+    /// The buffer's size in bytes.
     pub fn size(&self) -> u64 {
         self.desc.size
     }
@@ -728,8 +746,8 @@ pub fn start_transfer(
     Ok(fut)
 }
 
-/// The runtime a buffer was made with, if any.
 impl Buffer {
+    /// The runtime a buffer was made with, if any.
     pub fn runtime(&self) -> Option<&Runtime> {
         self.rt.as_ref()
     }
