@@ -668,7 +668,7 @@ mod tests {
     #[test]
     fn psn_is_24_random_bits_or_an_error() {
         assert!(random_psn(random::OS).unwrap() <= 0xff_ffff);
-        let e = random_psn(crate::random::tests::broken).unwrap_err();
+        let e = random_psn(random::tests::broken).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Io);
         assert!(
             e.message.contains("packet sequence number"),
