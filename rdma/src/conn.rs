@@ -24,6 +24,8 @@ use monarch_core::tls::{self, TlsStream};
 use monarch_core::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 
+use crate::{identity, pacing};
+
 pub const OP_READ: u8 = 1;
 pub const OP_WRITE: u8 = 2;
 pub const OP_LEASE_READ: u8 = 3;
@@ -224,7 +226,7 @@ fn pool() -> &'static Mutex<HashMap<String, Vec<Stream>>> {
 
 /// An idle authenticated connection to `target`, or a new one.
 pub fn get(target: &str, token: &str, owner: &str) -> Result<Stream> {
-    let me = crate::my_id();
+    let me = identity::my_id();
     if let Some(s) = pool().lock().get_mut(target).and_then(|v| v.pop()) {
         return Ok(s);
     }
@@ -264,12 +266,12 @@ pub fn lost(owner: &str, what: &str, e: io::Error) -> Error {
 }
 
 /// Write all of `b`, a piece (`bulk_chunk`) per call, yielding between
-/// pieces, at the copier priority (bulk data: see `rdma::bulk_chunk`).
+/// pieces, at the copier priority (bulk data: see `pacing::bulk_chunk`).
 pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
-    let _copier = crate::copier(b.len());
-    for (i, piece) in b.chunks(crate::bulk_chunk()).enumerate() {
+    let _copier = pacing::Copier::new(b.len());
+    for (i, piece) in b.chunks(pacing::bulk_chunk()).enumerate() {
         if i > 0 {
-            crate::between_chunks();
+            pacing::between_chunks();
         }
         s.write_all(piece)?;
     }
@@ -278,10 +280,10 @@ pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
 
 /// Fill all of `b`, a piece per call, yielding between pieces.
 pub fn read_bulk(s: &mut Stream, b: &mut [u8]) -> io::Result<()> {
-    let _copier = crate::copier(b.len());
-    for (i, piece) in b.chunks_mut(crate::bulk_chunk()).enumerate() {
+    let _copier = pacing::Copier::new(b.len());
+    for (i, piece) in b.chunks_mut(pacing::bulk_chunk()).enumerate() {
         if i > 0 {
-            crate::between_chunks();
+            pacing::between_chunks();
         }
         s.read_exact(piece)?;
     }

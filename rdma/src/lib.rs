@@ -8,6 +8,7 @@
 //! handshake and TLS configuration); core does not depend on it. The C ABI
 //! (`monarch_rdma_*` in monarch-ffi) is built on this crate's public items.
 //!
+//! - `identity`: this process's job token and proc address
 //! - `registry`: the owner's registered regions, leases, drop
 //! - `descriptor`: what a buffer handle becomes inside a message
 //! - `server`: the owner's data-plane server (Unix + TCP listeners)
@@ -16,6 +17,7 @@
 //! - `tcp`: striped transfers on dedicated TCP data connections
 //! - [`ibverbs`]: libibverbs loaded at run time: detection, queue pairs,
 //!   RDMA READ/WRITE
+//! - `pacing`: bulk copies in pieces, at a lower thread priority
 //! - `random`: registration keys and other unguessable values
 //!
 //! A [`Buffer`] is either the owner's registration (made by [`register`])
@@ -32,6 +34,8 @@
 mod conn;
 mod descriptor;
 pub mod ibverbs;
+mod identity;
+mod pacing;
 mod random;
 mod registry;
 mod same_host;
@@ -40,10 +44,10 @@ mod tcp;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use monarch_core::{Error, ErrorKind, Future, PointValue, Result, Runtime, Shape, ValueMesh};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
@@ -100,63 +104,16 @@ static SAME_HOST_REFUSED: AtomicBool = AtomicBool::new(false);
 /// failed for a reason other than a refusal: they use TCP from then on.
 static VERBS_REFUSED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
-struct Plane {
-    token: RwLock<String>,
-    owner: RwLock<String>,
-    server: OnceLock<std::result::Result<server::Server, String>>,
-}
-
-fn plane() -> &'static Plane {
-    static P: OnceLock<Plane> = OnceLock::new();
-    P.get_or_init(|| Plane {
-        token: RwLock::new(String::new()),
-        owner: RwLock::new(String::new()),
-        server: OnceLock::new(),
-    })
-}
-
 /// Tell the data plane this process's job token and proc address (done
 /// for you by every function taking a `Runtime`; the latest call wins).
 pub fn init(token: &str, owner: &str) {
-    let p = plane();
-    *p.token.write() = token.to_string();
-    *p.owner.write() = owner.to_string();
+    identity::set(token, owner);
 }
 
 fn init_from(rt: &Runtime) {
-    let p = plane();
-    let same = *p.token.read() == rt.job_token();
-    if !same {
+    if identity::token() != rt.job_token() {
         init(rt.job_token(), rt.addr());
     }
-}
-
-fn token() -> String {
-    plane().token.read().clone()
-}
-
-/// This process's identity in data-plane handshakes.
-pub(crate) fn my_id() -> String {
-    let o = plane().owner.read().clone();
-    format!("rdma:{o}#{}", std::process::id())
-}
-
-/// The server's token check reads the current token at each handshake.
-pub(crate) fn current_token() -> String {
-    token()
-}
-
-fn server() -> Result<&'static server::Server> {
-    plane()
-        .server
-        .get_or_init(|| server::start().map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot start the data-plane server: {e}"),
-            )
-        })
 }
 
 /// Reads at least this large advise huge pages for their destination.
@@ -176,108 +133,6 @@ fn advise_huge_pages(ptr: usize, len: usize) {
         // mapping, only how the kernel backs the range.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
-}
-
-/// The copier threads' nice value (`MONARCH_RDMA_NICE`, default 10;
-/// 20 means `SCHED_IDLE`; 0 leaves the priority alone).
-fn copier_nice() -> i32 {
-    static N: OnceLock<i32> = OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("MONARCH_RDMA_NICE")
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-            .unwrap_or(10)
-            .clamp(0, 20)
-    })
-}
-
-/// Run the calling thread (a data-plane copier) at a lower CPU priority,
-/// so that on a machine with few cores a bulk transfer yields the CPU to
-/// the threads moving control messages. `MONARCH_RDMA_NICE`: 1..19 is the
-/// thread's nice value (default 10: about a tenth of a core's share when
-/// every core is contended, all of an idle core), 20 is `SCHED_IDLE` (runs
-/// only on otherwise idle CPUs; starves on a busy machine), 0 leaves the
-/// priority alone.
-fn lower_priority() {
-    let nice = copier_nice();
-    // SAFETY: changing our own thread's policy (pid 0 = this thread) or
-    // nice value (Linux: per thread id).
-    unsafe {
-        if nice == 20 {
-            let p = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(0, libc::SCHED_IDLE, &p);
-        } else if nice > 0 {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-        }
-    }
-}
-
-/// While alive, the calling thread copies bulk bytes at the copier
-/// priority ([`lower_priority`]); dropping it restores the thread's
-/// policy and nice value. Transfers of one piece or less keep the normal
-/// priority (they are over before it would matter), and so do the
-/// requests around a copy (leases, acknowledgements), which are control
-/// traffic of the data plane.
-pub(crate) struct Copier {
-    restore: Option<(libc::c_int, libc::c_int)>,
-}
-
-pub(crate) fn copier(len: usize) -> Copier {
-    if len <= bulk_chunk() || copier_nice() == 0 {
-        return Copier { restore: None };
-    }
-    // SAFETY: querying our own thread's policy and nice value.
-    let (policy, nice) = unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        (
-            libc::sched_getscheduler(0),
-            libc::getpriority(libc::PRIO_PROCESS, tid),
-        )
-    };
-    lower_priority();
-    Copier {
-        restore: Some((policy.max(0), nice)),
-    }
-}
-
-impl Drop for Copier {
-    fn drop(&mut self) {
-        let Some((policy, nice)) = self.restore else {
-            return;
-        };
-        let p = libc::sched_param { sched_priority: 0 };
-        // SAFETY: restoring our own thread's policy and nice value.
-        unsafe {
-            libc::sched_setscheduler(0, policy, &p);
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-        }
-    }
-}
-
-/// Bulk copies are cut into pieces of this many bytes, with a
-/// `sched_yield` between pieces (`MONARCH_RDMA_CHUNK`, default 4 MiB,
-/// at least 64 KiB). A kernel without preemption (this VM's) runs a
-/// `process_vm_readv` or socket copy to its end before a woken thread can
-/// have that CPU; the piece bounds how long a control message's thread
-/// waits behind a copier (4 MiB: about 0.5 ms), and the yield hands the
-/// CPU to such a thread at once instead of at the copier's next tick.
-pub(crate) fn bulk_chunk() -> usize {
-    static C: OnceLock<usize> = OnceLock::new();
-    *C.get_or_init(|| {
-        std::env::var("MONARCH_RDMA_CHUNK")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(4 << 20)
-            .max(64 << 10)
-    })
-}
-
-/// Between two pieces of a bulk copy: let any runnable thread (a control
-/// message's) have this CPU first. Cheap when none is waiting.
-pub(crate) fn between_chunks() {
-    std::thread::yield_now();
 }
 
 /// A registered buffer, or a handle on someone else's.
@@ -310,7 +165,7 @@ pub fn register(
             "an RDMA buffer needs a non-NULL pointer and a non-zero length",
         ));
     }
-    let srv = server()?;
+    let srv = server::running()?;
     same_host::allow_access();
     let (id, key) = registry::register(ptr, len, writable, readers)?;
     let mut backends = descriptor::OFFER_SAME_HOST | descriptor::OFFER_TCP;
@@ -318,7 +173,7 @@ pub fn register(
         backends |= descriptor::OFFER_IBVERBS;
     }
     let desc = Descriptor {
-        owner: plane().owner.read().clone(),
+        owner: identity::owner(),
         id,
         key,
         size: len as u64,
@@ -536,14 +391,22 @@ impl Buffer {
         write: bool,
     ) -> Result<Backend> {
         let target = tcp::target(&self.desc, self.same_host());
-        ibverbs::transfer(&self.desc, &token(), &target, offset, local, len, write)?;
+        ibverbs::transfer(
+            &self.desc,
+            &identity::token(),
+            &target,
+            offset,
+            local,
+            len,
+            write,
+        )?;
         Ok(Backend::Ibverbs)
     }
 
     fn tcp_transfer(&self, offset: u64, local: usize, len: usize, write: bool) -> Result<Backend> {
         tcp::transfer(
             &self.desc,
-            &token(),
+            &identity::token(),
             self.same_host(),
             offset,
             local,
@@ -561,8 +424,8 @@ impl Buffer {
             let _lease = registry::lease(d.id, d.key, offset, len as u64, write)?;
             // The lease checked the range against the live registration;
             // `local` is valid for `len` bytes (the caller's contract).
-            let chunk = bulk_chunk();
-            let _copier = copier(len);
+            let chunk = pacing::bulk_chunk();
+            let _copier = pacing::Copier::new(len);
             let mut at = 0;
             while at < len {
                 let n = chunk.min(len - at);
@@ -584,14 +447,14 @@ impl Buffer {
                 }
                 at += n;
                 if at < len {
-                    between_chunks();
+                    pacing::between_chunks();
                 }
             }
             return Ok(());
         }
         let target = &d.unix_path;
         let what = if write { "write" } else { "read" };
-        let mut s = conn::get(target, &token(), &d.owner)?;
+        let mut s = conn::get(target, &identity::token(), &d.owner)?;
         let lease = conn::Request {
             op: if write {
                 conn::OP_LEASE_WRITE
@@ -672,7 +535,7 @@ impl Buffer {
         } else {
             tcp::target(d, false)
         };
-        let mut s = match conn::get(&target, &token(), &d.owner) {
+        let mut s = match conn::get(&target, &identity::token(), &d.owner) {
             Ok(s) => s,
             Err(e) if e.kind == ErrorKind::ProcFailed => return Ok(()),
             Err(e) => return Err(e),

@@ -8,10 +8,13 @@
 use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
+use std::sync::OnceLock;
+
+use monarch_core::{Error, ErrorKind, Result};
 
 use crate::conn::{self, Request, Stream, IO_TIMEOUT};
-use crate::random;
 use crate::registry::{self, Lease};
+use crate::{identity, random};
 
 /// Addresses of this process's data-plane server.
 pub struct Server {
@@ -40,7 +43,21 @@ fn advertised_ip() -> String {
         .unwrap_or_else(|_| "127.0.0.1".into())
 }
 
-pub fn start() -> std::io::Result<Server> {
+/// This process's server, started on first use (the first registration).
+pub(crate) fn running() -> Result<&'static Server> {
+    static SERVER: OnceLock<std::result::Result<Server, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| start().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot start the data-plane server: {e}"),
+            )
+        })
+}
+
+fn start() -> std::io::Result<Server> {
     use std::os::linux::net::SocketAddrExt;
     let tag: [u8; 16] = random::bytes(random::OS, "the data-plane socket name")
         .map_err(|e| std::io::Error::other(e.message))?;
@@ -90,7 +107,7 @@ fn serve(s: Stream) {
             let mut s = s;
             let _ = s.set_read_timeout(Some(IO_TIMEOUT));
             let _ = s.set_write_timeout(Some(IO_TIMEOUT));
-            if !conn::accept_handshake(&mut s, &crate::current_token(), &crate::my_id()) {
+            if !conn::accept_handshake(&mut s, &identity::token(), &identity::my_id()) {
                 return;
             }
             // Idle pooled connections wait for their next request forever.

@@ -369,7 +369,7 @@ impl Qp {
             return Err(verbs_err("the provider has no post_send/poll_cq"));
         };
         // The NIC copies; this thread only polls, at the copier priority.
-        let _copier = crate::copier(len);
+        let _copier = crate::pacing::Copier::new(len);
         let mut posted = 0usize; // bytes posted
         let mut outstanding = 0usize;
         let mut next_id = 0u64;
