@@ -16,7 +16,6 @@
 //! - [`tls`]: optional TLS 1.3 (rustls) on TCP links
 //! - [`host`]: host meshes (procs started by host agents on other hosts)
 //! - [`logs`]: proc output streamed back to the controller
-//! - [`rdma`]: the data plane: registered buffers, one-sided read/write
 //! - [`allocator`]: obtaining host agents (SLURM)
 //! - [`supervision`]: failure events sent up the ownership tree
 
@@ -34,7 +33,6 @@ pub mod mesh;
 pub mod multicast;
 pub mod port;
 pub mod process;
-pub mod rdma;
 pub mod runtime;
 pub mod supervision;
 pub mod sync;

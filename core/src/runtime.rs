@@ -492,11 +492,6 @@ impl Runtime {
         &self.inner.addr
     }
 
-    /// The job token (the data plane authenticates its connections with it).
-    pub(crate) fn token(&self) -> &str {
-        &self.inner.token
-    }
-
     /// Whether this runtime was started by a controller.
     pub fn is_worker(&self) -> bool {
         self.inner.controller.is_some()
@@ -511,7 +506,10 @@ impl Runtime {
         self.inner.notifier.clear()
     }
 
-    pub(crate) fn new_future(&self) -> Future {
+    /// A pending future that wakes this runtime's notify descriptor when it
+    /// completes (for operations run outside the runtime, like data-plane
+    /// transfers).
+    pub fn new_future(&self) -> Future {
         Completion::with_pump(
             Some(self.inner.notifier.clone()),
             Some(self.inner.pump.clone()),
@@ -871,7 +869,8 @@ impl Runtime {
         crate::logs::flush();
     }
 
-    pub(crate) fn check_running(&self) -> Result<()> {
+    /// An error of kind `Stopped` once the runtime was shut down.
+    pub fn check_running(&self) -> Result<()> {
         if self.inner.stopped.load(Ordering::SeqCst) {
             Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
         } else {

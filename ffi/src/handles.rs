@@ -6,10 +6,10 @@ use monarch_core::sync::LockExt;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
-use monarch_core::rdma::Buffer;
 use monarch_core::{
     ActorMesh, Event, Future, HostMesh, PortReceiver, ProcMesh, Runtime, ValueMesh,
 };
+use monarch_rdma::Buffer;
 
 use monarch_core::allocator::slurm::SlurmJob;
 

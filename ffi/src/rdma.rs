@@ -5,7 +5,7 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use monarch_core::rdma::{self, Backend, Buffer};
+use monarch_rdma::{self as rdma, Backend, Buffer};
 
 use crate::handles::{insert, remove, Object};
 use crate::status::*;

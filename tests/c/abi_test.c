@@ -685,7 +685,7 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
 
 /* The data plane's C ABI: a buffer registered here, read back through a
  * handle rebuilt from its descriptor bytes, then bad handles and bad
- * arguments. (Transfers between procs are tested in core/tests/rdma.rs and
+ * arguments. (Transfers between procs are tested in rdma/tests/rdma.rs and
  * bindings/python/tests/test_rdma.py.) */
 static void test_rdma(monarch_runtime *rt, monarch_actor_mesh *am) {
     uint8_t mem[4096], dst[5000];

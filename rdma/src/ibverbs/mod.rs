@@ -15,10 +15,10 @@
 //!
 //! Data path (see `qp`): over the owner's data-plane TCP connection (the
 //! one the TCP backend uses; authenticated with the job token) the reader
-//! creates an RC queue pair and exchanges [`QpInfo`] (qpn, psn, lid, gid,
+//! creates an RC queue pair and exchanges `QpInfo` (qpn, psn, lid, gid,
 //! mtu) with the owner, which creates its own QP for that connection; both
 //! go RESET→INIT→RTR→RTS. Per transfer the reader asks the owner for a
-//! lease on the range, gets back the region's [`RemoteRegion`] (address and
+//! lease on the range, gets back the region's `RemoteRegion` (address and
 //! rkey: the owner registers the region with `ibv_reg_mr` on first use),
 //! registers its local memory, posts RDMA READ or WRITE work requests (8
 //! MiB each, up to 16 in flight), polls its completion queue, then releases
@@ -32,13 +32,12 @@
 //! RDMA READ/WRITE with `process_vm_readv`/`writev`).
 
 mod qp;
-pub mod sys;
+mod sys;
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
 
 pub(crate) use qp::{serve_connect, serve_lease, transfer, Mr, Qp};
-pub use qp::{QpInfo, RemoteRegion};
 
 /// What the probe found.
 #[derive(Debug, Clone)]
@@ -53,7 +52,7 @@ pub struct Probe {
 
 /// The loaded library and the functions resolved from it. The function
 /// pointers stay valid as long as `_lib` is loaded (this struct keeps it).
-pub struct Lib {
+pub(crate) struct Lib {
     _lib: libloading::Library,
     pub(crate) get_device_list: sys::GetDeviceList,
     pub(crate) free_device_list: sys::FreeDeviceList,
@@ -139,7 +138,7 @@ impl Lib {
 
 /// An opened device: its context, one protection domain, and the port the
 /// backend uses.
-pub struct Device {
+pub(crate) struct Device {
     pub(crate) lib: std::sync::Arc<Lib>,
     pub(crate) ctx: *mut sys::ibv_context,
     pub(crate) pd: *mut sys::ibv_pd,
@@ -247,7 +246,7 @@ fn open(
 
 /// Probe the library at `path` (no caching; see [`probe`]): what it found
 /// and, when usable, the opened device.
-pub fn probe_device(path: &str) -> (Probe, Option<Device>) {
+pub(crate) fn probe_device(path: &str) -> (Probe, Option<Device>) {
     let unavailable = |devices: Vec<String>, reason: String| {
         (
             Probe {

@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use monarch_core::rdma::{self, Backend, Buffer};
+use monarch_rdma::{self as rdma, Backend, Buffer};
 
 /// The byte at offset `i` of every owner's buffer.
 pub fn pattern(i: usize) -> u8 {

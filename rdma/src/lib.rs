@@ -1,14 +1,24 @@
-//! The data plane: registered memory buffers read and written one-sided by
-//! other procs, on a backend chosen per pair of peers.
+//! monarch-rdma: the data plane of libmonarch. Registered memory buffers
+//! read and written one-sided by other procs, on a backend chosen per pair
+//! of peers.
 //!
-//! - [`registry`]: the owner's registered regions, leases, drop
-//! - [`descriptor`]: what a buffer handle becomes inside a message
-//! - [`server`]: the owner's data-plane server (Unix + TCP listeners)
-//! - [`conn`]: data connections, handshake, requests, the client pool
-//! - [`same_host`]: `process_vm_readv`/`writev` between procs of one host
-//! - [`tcp`]: striped transfers on dedicated TCP data connections
+//! This crate owns the registered buffers, their descriptors, the owner's
+//! data-plane server and data connections, and the three backends. It uses
+//! monarch-core (the runtime, errors and futures, the job's authentication
+//! handshake and TLS configuration); core does not depend on it. The C ABI
+//! (`monarch_rdma_*` in monarch-ffi) is built on this crate's public items.
+//!
+//! - `identity`: this process's job token and proc address
+//! - `registry`: the owner's registered regions, leases, drop
+//! - `descriptor`: what a buffer handle becomes inside a message
+//! - `server`: the owner's data-plane server (Unix + TCP listeners)
+//! - `conn`: data connections, handshake, requests, the client pool
+//! - `same_host`: `process_vm_readv`/`writev` between procs of one host
+//! - `tcp`: striped transfers on dedicated TCP data connections
 //! - [`ibverbs`]: libibverbs loaded at run time: detection, queue pairs,
 //!   RDMA READ/WRITE
+//! - `pacing`: bulk copies in pieces, at a lower thread priority
+//! - `random`: registration keys and other unguessable values
 //!
 //! A [`Buffer`] is either the owner's registration (made by [`register`])
 //! or a handle rebuilt from a descriptor ([`Buffer::from_bytes`]); both
@@ -19,35 +29,42 @@
 //! same-host when the owner runs on this host (same boot id and pid/net
 //! namespaces) and the kernel permits `process_vm_*`, then TCP.
 
-mod conn;
-pub mod descriptor;
-pub mod ibverbs;
-mod registry;
-pub mod same_host;
-mod server;
-pub mod tcp;
+#![deny(missing_docs)]
 
-use crate::sync::LockExt;
+mod conn;
+mod descriptor;
+pub mod ibverbs;
+mod identity;
+mod pacing;
+mod random;
+mod registry;
+mod same_host;
+mod server;
+mod tcp;
+
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
+
+use monarch_core::{Error, ErrorKind, Future, PointValue, Result, Runtime, Shape, ValueMesh};
+use parking_lot::Mutex;
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::geometry::Shape;
-use crate::runtime::{Future, Runtime};
-use crate::value::{PointValue, ValueMesh};
-
 /// A data-plane backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// `process_vm_readv`/`writev` between procs of one host.
     SameHost = 1,
+    /// Striped copies over dedicated TCP data connections.
     Tcp = 2,
+    /// RDMA READ/WRITE through libibverbs.
     Ibverbs = 3,
 }
 
 impl Backend {
+    /// The name used by `MONARCH_RDMA_BACKEND` and reported by transfers.
     pub fn name(self) -> &'static str {
         match self {
             Backend::SameHost => "same_host",
@@ -85,74 +102,18 @@ static SAME_HOST_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Owners (by data-plane TCP address) with which an ibverbs transfer
 /// failed for a reason other than a refusal: they use TCP from then on.
-static VERBS_REFUSED: std::sync::Mutex<std::collections::BTreeSet<String>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-struct Plane {
-    token: RwLock<String>,
-    owner: RwLock<String>,
-    server: OnceLock<std::result::Result<server::Server, String>>,
-}
-
-fn plane() -> &'static Plane {
-    static P: OnceLock<Plane> = OnceLock::new();
-    P.get_or_init(|| Plane {
-        token: RwLock::new(String::new()),
-        owner: RwLock::new(String::new()),
-        server: OnceLock::new(),
-    })
-}
+static VERBS_REFUSED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Tell the data plane this process's job token and proc address (done
 /// for you by every function taking a `Runtime`; the latest call wins).
 pub fn init(token: &str, owner: &str) {
-    let p = plane();
-    *p.token.write().unwrap_or_else(|e| e.into_inner()) = token.to_string();
-    *p.owner.write().unwrap_or_else(|e| e.into_inner()) = owner.to_string();
+    identity::set(token, owner);
 }
 
 fn init_from(rt: &Runtime) {
-    let p = plane();
-    let same = *p.token.read().unwrap_or_else(|e| e.into_inner()) == rt.token();
-    if !same {
-        init(rt.token(), rt.addr());
+    if identity::token() != rt.job_token() {
+        init(rt.job_token(), rt.addr());
     }
-}
-
-fn token() -> String {
-    plane()
-        .token
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
-
-/// This process's identity in data-plane handshakes.
-pub(crate) fn my_id() -> String {
-    let o = plane()
-        .owner
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    format!("rdma:{o}#{}", std::process::id())
-}
-
-/// The server's token check reads the current token at each handshake.
-pub(crate) fn current_token() -> String {
-    token()
-}
-
-fn server() -> Result<&'static server::Server> {
-    plane()
-        .server
-        .get_or_init(|| server::start().map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                format!("cannot start the data-plane server: {e}"),
-            )
-        })
 }
 
 /// Reads at least this large advise huge pages for their destination.
@@ -172,108 +133,6 @@ fn advise_huge_pages(ptr: usize, len: usize) {
         // mapping, only how the kernel backs the range.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
-}
-
-/// The copier threads' nice value (`MONARCH_RDMA_NICE`, default 10;
-/// 20 means `SCHED_IDLE`; 0 leaves the priority alone).
-fn copier_nice() -> i32 {
-    static N: OnceLock<i32> = OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("MONARCH_RDMA_NICE")
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-            .unwrap_or(10)
-            .clamp(0, 20)
-    })
-}
-
-/// Run the calling thread (a data-plane copier) at a lower CPU priority,
-/// so that on a machine with few cores a bulk transfer yields the CPU to
-/// the threads moving control messages. `MONARCH_RDMA_NICE`: 1..19 is the
-/// thread's nice value (default 10: about a tenth of a core's share when
-/// every core is contended, all of an idle core), 20 is `SCHED_IDLE` (runs
-/// only on otherwise idle CPUs; starves on a busy machine), 0 leaves the
-/// priority alone.
-fn lower_priority() {
-    let nice = copier_nice();
-    // SAFETY: changing our own thread's policy (pid 0 = this thread) or
-    // nice value (Linux: per thread id).
-    unsafe {
-        if nice == 20 {
-            let p = libc::sched_param { sched_priority: 0 };
-            libc::sched_setscheduler(0, libc::SCHED_IDLE, &p);
-        } else if nice > 0 {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-        }
-    }
-}
-
-/// While alive, the calling thread copies bulk bytes at the copier
-/// priority ([`lower_priority`]); dropping it restores the thread's
-/// policy and nice value. Transfers of one piece or less keep the normal
-/// priority (they are over before it would matter), and so do the
-/// requests around a copy (leases, acknowledgements), which are control
-/// traffic of the data plane.
-pub(crate) struct Copier {
-    restore: Option<(libc::c_int, libc::c_int)>,
-}
-
-pub(crate) fn copier(len: usize) -> Copier {
-    if len <= bulk_chunk() || copier_nice() == 0 {
-        return Copier { restore: None };
-    }
-    // SAFETY: querying our own thread's policy and nice value.
-    let (policy, nice) = unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        (
-            libc::sched_getscheduler(0),
-            libc::getpriority(libc::PRIO_PROCESS, tid),
-        )
-    };
-    lower_priority();
-    Copier {
-        restore: Some((policy.max(0), nice)),
-    }
-}
-
-impl Drop for Copier {
-    fn drop(&mut self) {
-        let Some((policy, nice)) = self.restore else {
-            return;
-        };
-        let p = libc::sched_param { sched_priority: 0 };
-        // SAFETY: restoring our own thread's policy and nice value.
-        unsafe {
-            libc::sched_setscheduler(0, policy, &p);
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-        }
-    }
-}
-
-/// Bulk copies are cut into pieces of this many bytes, with a
-/// `sched_yield` between pieces (`MONARCH_RDMA_CHUNK`, default 4 MiB,
-/// at least 64 KiB). A kernel without preemption (this VM's) runs a
-/// `process_vm_readv` or socket copy to its end before a woken thread can
-/// have that CPU; the piece bounds how long a control message's thread
-/// waits behind a copier (4 MiB: about 0.5 ms), and the yield hands the
-/// CPU to such a thread at once instead of at the copier's next tick.
-pub(crate) fn bulk_chunk() -> usize {
-    static C: OnceLock<usize> = OnceLock::new();
-    *C.get_or_init(|| {
-        std::env::var("MONARCH_RDMA_CHUNK")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(4 << 20)
-            .max(64 << 10)
-    })
-}
-
-/// Between two pieces of a bulk copy: let any runnable thread (a control
-/// message's) have this CPU first. Cheap when none is waiting.
-pub(crate) fn between_chunks() {
-    std::thread::yield_now();
 }
 
 /// A registered buffer, or a handle on someone else's.
@@ -306,19 +165,15 @@ pub fn register(
             "an RDMA buffer needs a non-NULL pointer and a non-zero length",
         ));
     }
-    let srv = server()?;
+    let srv = server::running()?;
     same_host::allow_access();
-    let (id, key) = registry::register(ptr, len, writable, readers);
+    let (id, key) = registry::register(ptr, len, writable, readers)?;
     let mut backends = descriptor::OFFER_SAME_HOST | descriptor::OFFER_TCP;
     if ibverbs::probe().available {
         backends |= descriptor::OFFER_IBVERBS;
     }
     let desc = Descriptor {
-        owner: plane()
-            .owner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone(),
+        owner: identity::owner(),
         id,
         key,
         size: len as u64,
@@ -362,15 +217,19 @@ impl Buffer {
         }))
     }
 
+    /// The descriptor bytes a message carries to other procs (an error
+    /// once the handle was dropped).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         self.check_live()?;
         Ok(self.desc.encode())
     }
 
+    /// What this handle knows of the buffer and its owner.
     pub fn descriptor(&self) -> &Descriptor {
         &self.desc
     }
 
+    /// The buffer's size in bytes.
     pub fn size(&self) -> u64 {
         self.desc.size
     }
@@ -432,7 +291,7 @@ impl Buffer {
             && !SAME_HOST_REFUSED.load(Ordering::Relaxed);
         let verbs_ok = self.desc.backends & descriptor::OFFER_IBVERBS != 0
             && ibverbs::probe().available
-            && !VERBS_REFUSED.locked().contains(&self.desc.tcp_addr);
+            && !VERBS_REFUSED.lock().contains(&self.desc.tcp_addr);
         let auto = || {
             if verbs_ok {
                 Backend::Ibverbs
@@ -514,7 +373,7 @@ impl Buffer {
             Backend::Ibverbs => match self.verbs_transfer(offset, local, len, write) {
                 Err(e) if e.kind == ErrorKind::Io => {
                     tracing::info!(error = %e, owner = %self.desc.owner, "ibverbs transfer failed; using TCP with this owner");
-                    VERBS_REFUSED.locked().insert(self.desc.tcp_addr.clone());
+                    VERBS_REFUSED.lock().insert(self.desc.tcp_addr.clone());
                     self.backend.store(Backend::Tcp as u8, Ordering::Relaxed);
                     self.tcp_transfer(offset, local, len, write)
                 }
@@ -532,14 +391,22 @@ impl Buffer {
         write: bool,
     ) -> Result<Backend> {
         let target = tcp::target(&self.desc, self.same_host());
-        ibverbs::transfer(&self.desc, &token(), &target, offset, local, len, write)?;
+        ibverbs::transfer(
+            &self.desc,
+            &identity::token(),
+            &target,
+            offset,
+            local,
+            len,
+            write,
+        )?;
         Ok(Backend::Ibverbs)
     }
 
     fn tcp_transfer(&self, offset: u64, local: usize, len: usize, write: bool) -> Result<Backend> {
         tcp::transfer(
             &self.desc,
-            &token(),
+            &identity::token(),
             self.same_host(),
             offset,
             local,
@@ -557,8 +424,8 @@ impl Buffer {
             let _lease = registry::lease(d.id, d.key, offset, len as u64, write)?;
             // The lease checked the range against the live registration;
             // `local` is valid for `len` bytes (the caller's contract).
-            let chunk = bulk_chunk();
-            let _copier = copier(len);
+            let chunk = pacing::bulk_chunk();
+            let _copier = pacing::Copier::new(len);
             let mut at = 0;
             while at < len {
                 let n = chunk.min(len - at);
@@ -580,14 +447,14 @@ impl Buffer {
                 }
                 at += n;
                 if at < len {
-                    between_chunks();
+                    pacing::between_chunks();
                 }
             }
             return Ok(());
         }
         let target = &d.unix_path;
         let what = if write { "write" } else { "read" };
-        let mut s = conn::get(target, &token(), &d.owner)?;
+        let mut s = conn::get(target, &identity::token(), &d.owner)?;
         let lease = conn::Request {
             op: if write {
                 conn::OP_LEASE_WRITE
@@ -668,7 +535,7 @@ impl Buffer {
         } else {
             tcp::target(d, false)
         };
-        let mut s = match conn::get(&target, &token(), &d.owner) {
+        let mut s = match conn::get(&target, &identity::token(), &d.owner) {
             Ok(s) => s,
             Err(e) if e.kind == ErrorKind::ProcFailed => return Ok(()),
             Err(e) => return Err(e),
@@ -742,8 +609,8 @@ pub fn start_transfer(
     Ok(fut)
 }
 
-/// The runtime a buffer was made with, if any.
 impl Buffer {
+    /// The runtime a buffer was made with, if any.
     pub fn runtime(&self) -> Option<&Runtime> {
         self.rt.as_ref()
     }

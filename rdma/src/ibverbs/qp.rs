@@ -13,18 +13,20 @@
 //!   then posts RDMA READ/WRITE and ends with `OP_RELEASE`, whose answer
 //!   tells it the owner lived through the transfer.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::io::{Read, Write};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use monarch_core::{Error, ErrorKind, Result};
+use parking_lot::Mutex;
 
 use super::sys;
 use super::{device, Device};
-use crate::error::{Error, ErrorKind, Result};
-use crate::rdma::conn::{self, Request, Stream};
-use crate::rdma::descriptor::Descriptor;
+use crate::conn::{self, Request, Stream};
+use crate::descriptor::Descriptor;
+use crate::random;
 
 /// One work request moves at most this many bytes.
 const CHUNK: usize = 8 << 20;
@@ -188,17 +190,17 @@ impl Drop for Qp {
     }
 }
 
-fn random_psn() -> u32 {
-    let mut v = [0u8; 4];
-    // SAFETY: getrandom writes at most 4 bytes into `v`.
-    unsafe { libc::getrandom(v.as_mut_ptr() as *mut c_void, 4, 0) };
-    u32::from_ne_bytes(v) & 0xff_ffff
+/// A random first packet sequence number (24 bits) from `source`.
+fn random_psn(source: random::Source) -> Result<u32> {
+    let b = random::bytes(source, "an ibverbs packet sequence number")?;
+    Ok(u32::from_ne_bytes(b) & 0xff_ffff)
 }
 
 impl Qp {
     /// A new QP in the INIT state.
     pub fn new() -> Result<Qp> {
         let dev = device().ok_or_else(|| verbs_err("no usable RDMA device"))?;
+        let psn = random_psn(random::OS)?;
         let lib = &dev.lib;
         // SAFETY: the context is open; no channel, vector 0.
         let cq = unsafe {
@@ -239,12 +241,7 @@ impl Qp {
             unsafe { (lib.destroy_cq)(cq) };
             return Err(verbs_err(format!("ibv_create_qp failed: {e}")));
         }
-        let q = Qp {
-            dev,
-            qp,
-            cq,
-            psn: random_psn(),
-        };
+        let q = Qp { dev, qp, cq, psn };
         let mut a = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_INIT,
             pkey_index: 0,
@@ -372,7 +369,7 @@ impl Qp {
             return Err(verbs_err("the provider has no post_send/poll_cq"));
         };
         // The NIC copies; this thread only polls, at the copier priority.
-        let _copier = crate::rdma::copier(len);
+        let _copier = crate::pacing::Copier::new(len);
         let mut posted = 0usize; // bytes posted
         let mut outstanding = 0usize;
         let mut next_id = 0u64;
@@ -474,7 +471,7 @@ fn pool() -> &'static Mutex<HashMap<String, Vec<VConn>>> {
 }
 
 fn connect(target: &str, token: &str, owner: &str) -> Result<VConn> {
-    if let Some(c) = pool().locked().get_mut(target).and_then(|v| v.pop()) {
+    if let Some(c) = pool().lock().get_mut(target).and_then(|v| v.pop()) {
         return Ok(c);
     }
     let qp = Qp::new()?;
@@ -541,11 +538,7 @@ pub(crate) fn transfer(
     };
     if let Err(e) = conn::request(&mut c.s, &lease, &d.owner, what) {
         if e.kind == ErrorKind::InvalidArgument {
-            pool()
-                .locked()
-                .entry(target.to_string())
-                .or_default()
-                .push(c);
+            pool().lock().entry(target.to_string()).or_default().push(c);
         }
         return Err(e);
     }
@@ -562,7 +555,7 @@ pub(crate) fn transfer(
     // The owner's acknowledgement proves it lived through the transfer.
     conn::request(&mut c.s, &release, &d.owner, what)?;
     moved?;
-    let mut p = pool().locked();
+    let mut p = pool().lock();
     let v = p.entry(target.to_string()).or_default();
     if v.len() < 16 {
         v.push(c);
@@ -670,6 +663,18 @@ mod tests {
         let mut bad = b;
         bad[11] = 1; // psn beyond 24 bits
         assert!(QpInfo::decode(&bad).is_err());
+    }
+
+    #[test]
+    fn psn_is_24_random_bits_or_an_error() {
+        assert!(random_psn(random::OS).unwrap() <= 0xff_ffff);
+        let e = random_psn(random::tests::broken).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Io);
+        assert!(
+            e.message.contains("packet sequence number"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use monarch_core::rdma::{self, Backend};
+use monarch_rdma::{self as rdma, Backend};
 
 mod common;
 use common::{pattern, serve_owner_if_asked, Owner};

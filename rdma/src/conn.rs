@@ -5,21 +5,26 @@
 //! Data connections are separate from the control connections (a bulk
 //! transfer never sits in front of a control message). Every connection
 //! starts with the job's mutual HMAC-SHA256 challenge-response over the job
-//! token (`crate::auth`, the same handshake as control connections); then the client sends fixed 40-byte requests
+//! token (`monarch_core::auth`, the same handshake as control
+//! connections); then the client sends fixed 40-byte requests
 //! `[op u8][7 pad][id u64][key u64][offset u64][len u64]` (little-endian)
 //! and the owner answers `[0]` (ok) or `[1][u32 len][message]`.
-//! With a TLS configuration (`crate::tls`), TCP data connections run
+//! With a TLS configuration (`monarch_core::tls`), TCP data connections run
 //! inside mutual TLS like control connections (abstract Unix sockets never).
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
+use monarch_core::auth::{self, AuthError};
+use monarch_core::tls::{self, TlsStream};
+use monarch_core::{Error, ErrorKind, Result};
+use parking_lot::Mutex;
+
+use crate::{identity, pacing};
 
 pub const OP_READ: u8 = 1;
 pub const OP_WRITE: u8 = 2;
@@ -39,19 +44,18 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
-    Tls(crate::tls::TlsStream),
+    Tls(TlsStream),
 }
 
 impl Stream {
     /// An accepted (`server`) or opened TCP stream, inside TLS when this
     /// process has a TLS configuration.
     pub fn tcp(s: TcpStream, server: bool) -> io::Result<Stream> {
-        let tls =
-            crate::tls::global().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        Ok(match tls {
+        let config = tls::global().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(match config {
             None => Stream::Tcp(s),
-            Some(cfg) if server => Stream::Tls(crate::tls::TlsStream::server(s, &cfg)?),
-            Some(cfg) => Stream::Tls(crate::tls::TlsStream::client(s, &cfg)?),
+            Some(cfg) if server => Stream::Tls(TlsStream::server(s, &cfg)?),
+            Some(cfg) => Stream::Tls(TlsStream::client(s, &cfg)?),
         })
     }
 }
@@ -161,9 +165,9 @@ pub fn recv_status(s: &mut Stream) -> io::Result<std::result::Result<(), String>
 }
 
 /// Owner side of the handshake (the job's mutual HMAC challenge-response,
-/// `crate::auth`); false when the peer does not know the job token.
+/// `monarch_core::auth`); false when the peer does not know the job token.
 pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
-    match crate::auth::accept_handshake(s, token.as_bytes(), my_id) {
+    match auth::accept_handshake(s, token.as_bytes(), my_id) {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(error = %e, "dropping data-plane connection: authentication failed");
@@ -174,11 +178,11 @@ pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
 
 /// Client side of the handshake.
 pub fn client_handshake(s: &mut Stream, token: &str, my_id: &str, owner: &str) -> Result<()> {
-    crate::auth::connect_handshake(s, token.as_bytes(), my_id)
+    auth::connect_handshake(s, token.as_bytes(), my_id)
         .map(|_| ())
         .map_err(|e| match e {
             // The connection broke: the owner is gone (or going).
-            crate::auth::AuthError::Io(e) => lost(owner, "the data-plane handshake", e),
+            AuthError::Io(e) => lost(owner, "the data-plane handshake", e),
             e => Error::new(
                 ErrorKind::Io,
                 format!("data-plane authentication with proc {owner} failed: {e}"),
@@ -222,8 +226,8 @@ fn pool() -> &'static Mutex<HashMap<String, Vec<Stream>>> {
 
 /// An idle authenticated connection to `target`, or a new one.
 pub fn get(target: &str, token: &str, owner: &str) -> Result<Stream> {
-    let me = super::my_id();
-    if let Some(s) = pool().locked().get_mut(target).and_then(|v| v.pop()) {
+    let me = identity::my_id();
+    if let Some(s) = pool().lock().get_mut(target).and_then(|v| v.pop()) {
         return Ok(s);
     }
     let mut s = open(target).map_err(|e| {
@@ -241,7 +245,7 @@ pub fn get(target: &str, token: &str, owner: &str) -> Result<Stream> {
 
 /// Return a healthy connection to the pool (at most a few per target).
 pub fn put(target: &str, s: Stream) {
-    let mut p = pool().locked();
+    let mut p = pool().lock();
     let v = p.entry(target.to_string()).or_default();
     if v.len() < 16 {
         v.push(s);
@@ -250,7 +254,7 @@ pub fn put(target: &str, s: Stream) {
 
 /// Forget every idle connection to `target` (after it failed).
 pub fn forget(target: &str) {
-    pool().locked().remove(target);
+    pool().lock().remove(target);
 }
 
 /// The error for a connection that broke mid-operation: the owner is gone.
@@ -262,12 +266,12 @@ pub fn lost(owner: &str, what: &str, e: io::Error) -> Error {
 }
 
 /// Write all of `b`, a piece (`bulk_chunk`) per call, yielding between
-/// pieces, at the copier priority (bulk data: see `rdma::bulk_chunk`).
+/// pieces, at the copier priority (bulk data: see `pacing::bulk_chunk`).
 pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
-    let _copier = super::copier(b.len());
-    for (i, piece) in b.chunks(super::bulk_chunk()).enumerate() {
+    let _copier = pacing::Copier::new(b.len());
+    for (i, piece) in b.chunks(pacing::bulk_chunk()).enumerate() {
         if i > 0 {
-            super::between_chunks();
+            pacing::between_chunks();
         }
         s.write_all(piece)?;
     }
@@ -276,10 +280,10 @@ pub fn write_bulk(s: &mut Stream, b: &[u8]) -> io::Result<()> {
 
 /// Fill all of `b`, a piece per call, yielding between pieces.
 pub fn read_bulk(s: &mut Stream, b: &mut [u8]) -> io::Result<()> {
-    let _copier = super::copier(b.len());
-    for (i, piece) in b.chunks_mut(super::bulk_chunk()).enumerate() {
+    let _copier = pacing::Copier::new(b.len());
+    for (i, piece) in b.chunks_mut(pacing::bulk_chunk()).enumerate() {
         if i > 0 {
-            super::between_chunks();
+            pacing::between_chunks();
         }
         s.read_exact(piece)?;
     }

@@ -10,12 +10,14 @@
 //! end, so memory is never handed back to its owner's allocator while a
 //! peer may still write into it.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
-use crate::error::{Error, ErrorKind, Result};
+use monarch_core::{Error, ErrorKind, Result};
+use parking_lot::{Condvar, Mutex};
+
+use crate::random;
 
 pub(crate) struct Region {
     pub ptr: usize,
@@ -24,7 +26,7 @@ pub(crate) struct Region {
     pub writable: bool,
     /// The region's ibverbs registration, made on the first verbs lease
     /// (deregistered when the region is released and its leases ended).
-    pub verbs_mr: OnceLock<std::result::Result<super::ibverbs::Mr, String>>,
+    pub verbs_mr: OnceLock<std::result::Result<crate::ibverbs::Mr, String>>,
     state: Mutex<State>,
     cv: Condvar,
 }
@@ -57,7 +59,7 @@ pub(crate) struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let mut st = self.region.state.locked();
+        let mut st = self.region.state.lock();
         st.leases -= 1;
         if st.leases == 0 {
             self.region.cv.notify_all();
@@ -65,27 +67,24 @@ impl Drop for Lease {
     }
 }
 
-fn random_u64() -> u64 {
-    let mut v = [0u8; 8];
-    // SAFETY: getrandom writes at most 8 bytes into `v`.
-    let n = unsafe { libc::getrandom(v.as_mut_ptr() as *mut _, 8, 0) };
-    if n != 8 {
-        // Never weaker than unique: time and a counter.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        return t ^ table().next.load(Ordering::Relaxed).rotate_left(32);
-    }
-    u64::from_ne_bytes(v) | 1
+/// Register `len` bytes at `ptr`; returns (id, key). `refs` is how many
+/// remote drops release it (1 for an ordinary buffer). Fails only when the
+/// system cannot give the key's random bytes.
+pub(crate) fn register(ptr: usize, len: usize, writable: bool, refs: usize) -> Result<(u64, u64)> {
+    register_keyed(random::OS, ptr, len, writable, refs)
 }
 
-/// Register `len` bytes at `ptr`; returns (id, key). `refs` is how many
-/// remote drops release it (1 for an ordinary buffer).
-pub(crate) fn register(ptr: usize, len: usize, writable: bool, refs: usize) -> (u64, u64) {
+/// [`register`] with the key's random bytes from `source` (never zero).
+fn register_keyed(
+    source: random::Source,
+    ptr: usize,
+    len: usize,
+    writable: bool,
+    refs: usize,
+) -> Result<(u64, u64)> {
+    let key = u64::from_ne_bytes(random::bytes(source, "an RDMA buffer key")?) | 1;
     let t = table();
     let id = t.next.fetch_add(1, Ordering::Relaxed);
-    let key = random_u64();
     let r = Arc::new(Region {
         ptr,
         len,
@@ -99,12 +98,12 @@ pub(crate) fn register(ptr: usize, len: usize, writable: bool, refs: usize) -> (
         }),
         cv: Condvar::new(),
     });
-    t.map.locked().insert(id, r);
-    (id, key)
+    t.map.lock().insert(id, r);
+    Ok((id, key))
 }
 
 fn lookup(id: u64, key: u64) -> Result<Arc<Region>> {
-    let r = table().map.locked().get(&id).cloned();
+    let r = table().map.lock().get(&id).cloned();
     match r {
         Some(r) if r.key == key => Ok(r),
         _ => Err(Error::invalid(format!(
@@ -131,7 +130,7 @@ pub(crate) fn lease(id: u64, key: u64, offset: u64, len: u64, write: bool) -> Re
         )));
     }
     {
-        let mut st = r.state.locked();
+        let mut st = r.state.lock();
         if st.dropped {
             return Err(Error::invalid(format!("RDMA buffer {id} was dropped")));
         }
@@ -150,7 +149,7 @@ pub(crate) fn is_registered(id: u64, key: u64) -> bool {
 pub(crate) fn unref(id: u64, key: u64) -> Result<bool> {
     let r = lookup(id, key)?;
     let last = {
-        let mut st = r.state.locked();
+        let mut st = r.state.lock();
         st.refs = st.refs.saturating_sub(1);
         st.refs == 0
     };
@@ -164,7 +163,7 @@ pub(crate) fn unref(id: u64, key: u64) -> Result<bool> {
 /// until the held ones end. Idempotent; unknown ids are an error.
 pub(crate) fn release(id: u64, key: u64) -> Result<()> {
     let r = {
-        let mut m = table().map.locked();
+        let mut m = table().map.lock();
         match m.get(&id) {
             Some(r) if r.key == key => m.remove(&id),
             _ => None,
@@ -176,15 +175,47 @@ pub(crate) fn release(id: u64, key: u64) -> Result<()> {
             format!("RDMA buffer {id} was already dropped"),
         ));
     };
-    let mut st = r.state.locked();
+    let mut st = r.state.lock();
     st.dropped = true;
     while st.leases > 0 {
-        st = r.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        r.cv.wait(&mut st);
     }
     Ok(())
 }
 
 /// Number of registered regions (for tests and diagnostics).
 pub fn registered_count() -> usize {
-    table().map.locked().len()
+    table().map.lock().len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_without_randomness_is_an_error() {
+        let mut mem = [0u8; 64];
+        let e = register_keyed(
+            random::tests::broken,
+            mem.as_mut_ptr() as usize,
+            mem.len(),
+            true,
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Io);
+        assert!(e.message.contains("RDMA buffer key"), "{}", e.message);
+    }
+
+    #[test]
+    fn keys_are_random_and_never_zero() {
+        let mut mem = [0u8; 64];
+        let p = mem.as_mut_ptr() as usize;
+        let (a, ka) = register(p, mem.len(), true, 1).unwrap();
+        let (b, kb) = register(p, mem.len(), true, 1).unwrap();
+        assert_ne!(ka, kb);
+        assert!(ka != 0 && kb != 0);
+        release(a, ka).unwrap();
+        release(b, kb).unwrap();
+    }
 }

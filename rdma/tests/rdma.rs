@@ -6,8 +6,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use monarch_core::rdma::{self, Backend, Buffer};
 use monarch_core::ErrorKind;
+use monarch_rdma::{self as rdma, Backend, Buffer};
 
 mod common;
 use common::{pattern, serve_owner_if_asked, Owner};

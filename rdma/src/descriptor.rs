@@ -9,7 +9,7 @@
 //! strings. Decoding checks every length, so malformed bytes are an error,
 //! never a panic.
 
-use crate::error::{Error, Result};
+use monarch_core::{Error, Result};
 
 const MAGIC: &[u8; 4] = b"MRDB";
 const VERSION: u8 = 1;
@@ -19,12 +19,16 @@ pub const OFFER_SAME_HOST: u32 = 1;
 pub const OFFER_TCP: u32 = 2;
 pub const OFFER_IBVERBS: u32 = 4;
 
+/// What a message carries for a buffer: enough for any proc of the job to
+/// reach the owner's registration on every backend the owner offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Descriptor {
     /// Control-plane address of the owner proc (for messages and errors).
     pub owner: String,
-    /// Registration id in the owner, and its random key.
+    /// Registration id in the owner.
     pub id: u64,
+    /// The registration's random key (a stale descriptor never matches a
+    /// later registration under the same id).
     pub key: u64,
     /// Size in bytes.
     pub size: u64,
@@ -32,10 +36,11 @@ pub struct Descriptor {
     pub writable: bool,
     /// Backends offered (`OFFER_*` bits).
     pub backends: u32,
-    /// Same host: identity of the owner's host and pid namespace, its pid
-    /// and the buffer's address in its memory.
+    /// Identity of the owner's host and pid namespace (same-host backend).
     pub host: String,
+    /// The owner's pid.
     pub pid: u32,
+    /// The buffer's address in the owner's memory.
     pub addr: u64,
     /// The owner's data-plane Unix socket (same-host leases).
     pub unix_path: String,
@@ -82,6 +87,7 @@ impl<'a> Reader<'a> {
 }
 
 impl Descriptor {
+    /// The bytes a message carries (read back by [`Descriptor::decode`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(128 + self.unix_path.len() + self.owner.len());
         out.extend_from_slice(MAGIC);
@@ -100,6 +106,8 @@ impl Descriptor {
         out
     }
 
+    /// Parse [`Descriptor::encode`]'s bytes; malformed input is an
+    /// `InvalidArgument` error.
     pub fn decode(b: &[u8]) -> Result<Descriptor> {
         let mut r = Reader { b };
         if r.take(4)? != MAGIC {

@@ -20,6 +20,8 @@
 
 use std::io;
 
+use crate::pacing;
+
 /// Identity of this host and pid namespace: the kernel's boot id plus the
 /// pid namespace inode. Equal identities mean pids are comparable.
 pub fn host_identity() -> String {
@@ -56,12 +58,12 @@ pub fn allow_access() {
 fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
     // One syscall copies one piece (`bulk_chunk`): the kernel does not
     // preempt it, so the piece bounds how long it holds the CPU.
-    let chunk = super::bulk_chunk();
-    let _copier = super::copier(len);
+    let chunk = pacing::bulk_chunk();
+    let _copier = pacing::Copier::new(len);
     let mut done = 0usize;
     while done < len {
         if done > 0 {
-            super::between_chunks();
+            pacing::between_chunks();
         }
         let n = (len - done).min(chunk);
         let l = libc::iovec {

@@ -8,9 +8,13 @@
 use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
+use std::sync::OnceLock;
 
-use super::conn::{self, Request, Stream, IO_TIMEOUT};
-use super::registry::{self, Lease};
+use monarch_core::{Error, ErrorKind, Result};
+
+use crate::conn::{self, Request, Stream, IO_TIMEOUT};
+use crate::registry::{self, Lease};
+use crate::{identity, random};
 
 /// Addresses of this process's data-plane server.
 pub struct Server {
@@ -39,13 +43,26 @@ fn advertised_ip() -> String {
         .unwrap_or_else(|_| "127.0.0.1".into())
 }
 
-pub fn start() -> std::io::Result<Server> {
+/// This process's server, started on first use (the first registration).
+pub(crate) fn running() -> Result<&'static Server> {
+    static SERVER: OnceLock<std::result::Result<Server, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| start().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot start the data-plane server: {e}"),
+            )
+        })
+}
+
+fn start() -> std::io::Result<Server> {
     use std::os::linux::net::SocketAddrExt;
-    let name = format!(
-        "monarch-rdma-{}-{}",
-        std::process::id(),
-        crate::process::random_hex()
-    );
+    let tag: [u8; 16] = random::bytes(random::OS, "the data-plane socket name")
+        .map_err(|e| std::io::Error::other(e.message))?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("monarch-rdma-{}-{tag}", std::process::id());
     let ua = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
     let ul = UnixListener::bind_addr(&ua)?;
     let bind = std::env::var("MONARCH_RDMA_BIND").unwrap_or_else(|_| "0.0.0.0".into());
@@ -90,7 +107,7 @@ fn serve(s: Stream) {
             let mut s = s;
             let _ = s.set_read_timeout(Some(IO_TIMEOUT));
             let _ = s.set_write_timeout(Some(IO_TIMEOUT));
-            if !conn::accept_handshake(&mut s, &super::current_token(), &super::my_id()) {
+            if !conn::accept_handshake(&mut s, &identity::token(), &identity::my_id()) {
                 return;
             }
             // Idle pooled connections wait for their next request forever.
@@ -117,7 +134,7 @@ fn serve(s: Stream) {
 struct Held {
     // Declared first so it is destroyed first: no peer access through it
     // once the lease ends.
-    qp: Option<super::ibverbs::Qp>,
+    qp: Option<crate::ibverbs::Qp>,
     lease: Option<Lease>,
 }
 
@@ -157,7 +174,7 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
                 Err(e) => conn::send_status(s, &Err(e.message)),
             }
         }
-        conn::OP_IB_CONNECT => super::ibverbs::serve_connect(s, req, &mut held.qp),
+        conn::OP_IB_CONNECT => crate::ibverbs::serve_connect(s, req, &mut held.qp),
         conn::OP_IB_LEASE_READ | conn::OP_IB_LEASE_WRITE => {
             held.lease = None;
             if held.qp.is_none() {
@@ -169,7 +186,7 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
             match lease(req.op == conn::OP_IB_LEASE_WRITE) {
                 Ok(l) => {
                     let r = &l.region;
-                    if super::ibverbs::serve_lease(s, r.ptr, r.len, &r.verbs_mr, req.offset)? {
+                    if crate::ibverbs::serve_lease(s, r.ptr, r.len, &r.verbs_mr, req.offset)? {
                         held.lease = Some(l);
                     }
                     Ok(())

@@ -1,5 +1,5 @@
 /*
- * A fake libibverbs for the data-plane tests (core/tests/rdma_ibverbs.rs):
+ * A fake libibverbs for the data-plane tests (rdma/tests/rdma_ibverbs.rs):
  * no RDMA hardware, no kernel driver. It exports the functions libmonarch
  * resolves, with the structure layouts of rdma-core's verbs.h (x86_64),
  * and "executes" RDMA READ/WRITE work requests with process_vm_readv /

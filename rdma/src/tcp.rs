@@ -6,9 +6,9 @@
 //! when fewer). The owner's server copies straight between the socket and
 //! the registered memory; the reader's side straight into its destination.
 
-use super::conn::{self, Request};
-use super::descriptor::Descriptor;
-use crate::error::Result;
+use crate::conn::{self, Request};
+use crate::descriptor::Descriptor;
+use monarch_core::Result;
 
 /// Transfers below this size use one connection.
 const STRIPE_MIN: usize = 8 << 20;
@@ -62,7 +62,7 @@ fn stripe(
         Ok(()) => {}
         Err(e) => {
             // A refusal leaves the connection usable; a broken one is not.
-            if e.kind == crate::error::ErrorKind::InvalidArgument {
+            if e.kind == monarch_core::ErrorKind::InvalidArgument {
                 conn::put(target, s);
             } else {
                 conn::forget(target);
@@ -77,7 +77,7 @@ fn stripe(
             .map_err(|e| conn::lost(&d.owner, what, e))
             .and_then(|_| match conn::recv_status(&mut s) {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(m)) => Err(crate::error::Error::invalid(m)),
+                Ok(Err(m)) => Err(monarch_core::Error::invalid(m)),
                 Err(e) => Err(conn::lost(&d.owner, what, e)),
             })
     } else {
@@ -128,8 +128,8 @@ pub fn transfer(
         let mut first_err = None;
         for h in handles {
             let r = h.join().unwrap_or_else(|_| {
-                Err(crate::error::Error::new(
-                    crate::error::ErrorKind::Internal,
+                Err(monarch_core::Error::new(
+                    monarch_core::ErrorKind::Internal,
                     "a TCP stripe thread panicked",
                 ))
             });
