@@ -1,70 +1,37 @@
-//! Checked handles: what C holds is an index plus a generation, never a
-//! pointer to Rust memory, so a stale, freed or wrong-kind handle is
-//! detected and reported instead of being dereferenced.
+//! Checked handles. What C holds is an index plus a generation into one
+//! table, never a pointer to Rust memory, so a stale, freed or wrong-kind
+//! handle is detected and reported instead of being dereferenced.
+//!
+//! Each opaque C type names the Rust value it stands for by implementing
+//! [`Handle`]; lookups are typed by the C pointer they are given, so asking
+//! for the wrong kind is a compile error, and a handle of the wrong kind
+//! passed from C is `MONARCH_ERR_INVALID_HANDLE`.
 
-use monarch_core::sync::LockExt;
-use std::ffi::CString;
-use std::sync::{Arc, Mutex};
+use std::any::Any;
+use std::sync::Arc;
 
-use monarch_core::rdma::Buffer;
-use monarch_core::{
-    ActorMesh, Event, Future, HostMesh, PortReceiver, ProcMesh, Runtime, ValueMesh,
-};
-
-use monarch_core::allocator::slurm::SlurmJob;
+use parking_lot::{const_mutex, Mutex, MutexGuard};
 
 use crate::status::{Fail, MONARCH_ERR_INVALID_HANDLE};
 
-/// A ValueMesh plus the NUL-terminated copies of its error messages that
-/// C borrows.
-pub struct HeldValueMesh {
-    pub mesh: ValueMesh,
-    pub errors: Vec<Option<CString>>,
+/// An opaque `monarch_*` C type: C only holds pointers to it, which are
+/// handles of a registered `Rust` value. `Rust` must be `Send + Sync`,
+/// since any thread may use a handle.
+pub(crate) trait Handle: 'static {
+    /// The value the handle stands for.
+    type Rust: Send + Sync + 'static;
+    /// Its name in error messages ("proc mesh").
+    const KIND: &'static str;
 }
 
-/// An event plus NUL-terminated copies of its names that C borrows
-/// (None for an empty name).
-pub struct HeldEvent {
-    pub event: Mutex<Event>,
-    pub actor: Option<CString>,
-    pub method: Option<CString>,
-    pub type_name: Option<CString>,
-}
-
-#[derive(Clone)]
-pub enum Object {
-    Runtime(Runtime),
-    ProcMesh(ProcMesh),
-    HostMesh(HostMesh),
-    ActorMesh(ActorMesh),
-    Future(Future),
-    ValueMesh(Arc<HeldValueMesh>),
-    Event(Arc<HeldEvent>),
-    PortReceiver(Arc<PortReceiver>),
-    RdmaBuffer(Arc<Buffer>),
-    SlurmJob(Arc<SlurmJob>),
-}
-
-impl Object {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Object::Runtime(_) => "runtime",
-            Object::ProcMesh(_) => "proc mesh",
-            Object::HostMesh(_) => "host mesh",
-            Object::ActorMesh(_) => "actor mesh",
-            Object::Future(_) => "future",
-            Object::ValueMesh(_) => "value mesh",
-            Object::Event(_) => "event",
-            Object::PortReceiver(_) => "port receiver",
-            Object::RdmaBuffer(_) => "rdma buffer",
-            Object::SlurmJob(_) => "slurm job",
-        }
-    }
+struct Live {
+    kind: &'static str,
+    value: Arc<dyn Any + Send + Sync>,
 }
 
 struct Slot {
     generation: u32,
-    object: Option<Object>,
+    live: Option<Live>,
 }
 
 struct Registry {
@@ -72,32 +39,40 @@ struct Registry {
     free: Vec<u32>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+static REGISTRY: Mutex<Registry> = const_mutex(Registry {
     slots: Vec::new(),
     free: Vec::new(),
 });
 
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.locked()
+fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock()
 }
 
-/// Store `object`; the returned value is what C sees as the handle.
-pub fn insert(object: Object) -> usize {
+/// Register `value`; the returned pointer is what C sees as the handle.
+pub(crate) fn insert<H: Handle>(value: H::Rust) -> *mut H {
+    insert_arc::<H>(Arc::new(value))
+}
+
+/// Register a value that is already shared.
+pub(crate) fn insert_arc<H: Handle>(value: Arc<H::Rust>) -> *mut H {
     let mut r = registry();
     let index = match r.free.pop() {
         Some(i) => i,
         None => {
             r.slots.push(Slot {
                 generation: 0,
-                object: None,
+                live: None,
             });
             (r.slots.len() - 1) as u32
         }
     };
     let slot = &mut r.slots[index as usize];
     slot.generation = slot.generation.wrapping_add(1).max(1);
-    slot.object = Some(object);
-    encode(index, slot.generation)
+    slot.live = Some(Live {
+        kind: H::KIND,
+        value,
+    });
+    encode(index, slot.generation) as *mut H
 }
 
 fn encode(index: u32, generation: u32) -> usize {
@@ -125,52 +100,63 @@ fn stale(h: usize, want: &str) -> Fail {
     }
 }
 
-/// Look a handle up, checking it is live; returns a clone of the object.
-pub fn get(h: usize, want: &'static str) -> Result<Object, Fail> {
-    let (index, generation) = decode(h).ok_or_else(|| stale(h, want))?;
-    let r = registry();
-    let slot = r.slots.get(index as usize).ok_or_else(|| stale(h, want))?;
-    if slot.generation != generation {
-        return Err(stale(h, want));
-    }
-    slot.object.clone().ok_or_else(|| stale(h, want))
-}
-
-/// Remove a handle, returning its object.
-pub fn remove(h: usize, want: &'static str) -> Result<Object, Fail> {
-    let (index, generation) = decode(h).ok_or_else(|| stale(h, want))?;
-    let mut r = registry();
-    let slot = r
-        .slots
-        .get_mut(index as usize)
-        .ok_or_else(|| stale(h, want))?;
-    if slot.generation != generation || slot.object.is_none() {
-        return Err(stale(h, want));
-    }
-    let kind = slot.object.as_ref().map(|o| o.kind()).unwrap_or("");
-    if kind != want {
-        return Err(wrong_kind(h, want, kind));
-    }
-    let obj = slot.object.take();
-    r.free.push(index);
-    obj.ok_or_else(|| stale(h, want))
-}
-
-pub fn wrong_kind(h: usize, want: &str, got: &str) -> Fail {
+fn wrong_kind(h: usize, want: &str, got: &str) -> Fail {
     Fail::new(
         MONARCH_ERR_INVALID_HANDLE,
         format!("handle {h:#x} is a {got}, not a {want}"),
     )
 }
 
-/// Typed lookups: `typed!(h, Runtime)` yields the Runtime or a Fail.
-#[macro_export]
-macro_rules! typed {
-    ($h:expr, $variant:ident, $want:literal) => {{
-        let h = $h as usize;
-        match $crate::handles::get(h, $want)? {
-            $crate::handles::Object::$variant(x) => x,
-            other => return Err($crate::handles::wrong_kind(h, $want, other.kind())),
-        }
-    }};
+/// Look handle `h` up, checking it is live and of kind `H`; returns its
+/// value, shared.
+pub(crate) fn get<H: Handle>(h: *const H) -> Result<Arc<H::Rust>, Fail> {
+    let h = h as usize;
+    let (index, generation) = decode(h).ok_or_else(|| stale(h, H::KIND))?;
+    let live = {
+        let r = registry();
+        let slot = r
+            .slots
+            .get(index as usize)
+            .filter(|s| s.generation == generation)
+            .ok_or_else(|| stale(h, H::KIND))?;
+        let live = slot.live.as_ref().ok_or_else(|| stale(h, H::KIND))?;
+        (live.kind, live.value.clone())
+    };
+    live.1
+        .downcast::<H::Rust>()
+        .map_err(|_| wrong_kind(h, H::KIND, live.0))
+}
+
+/// Unregister handle `h` and return its value; `Ok(None)` for NULL (so
+/// every `*_free(NULL)` is a no-op). A stale handle, or one of another
+/// kind, is an error and is left as it was.
+pub(crate) fn remove<H: Handle>(h: *mut H) -> Result<Option<Arc<H::Rust>>, Fail> {
+    let h = h as usize;
+    if h == 0 {
+        return Ok(None);
+    }
+    let (index, generation) = decode(h).ok_or_else(|| stale(h, H::KIND))?;
+    let mut r = registry();
+    let slot = r
+        .slots
+        .get_mut(index as usize)
+        .filter(|s| s.generation == generation)
+        .ok_or_else(|| stale(h, H::KIND))?;
+    let kind = slot.live.as_ref().ok_or_else(|| stale(h, H::KIND))?.kind;
+    if kind != H::KIND {
+        return Err(wrong_kind(h, H::KIND, kind));
+    }
+    let live = slot.live.take().ok_or_else(|| stale(h, H::KIND))?;
+    r.free.push(index);
+    drop(r);
+    let value = live
+        .value
+        .downcast::<H::Rust>()
+        .map_err(|_| wrong_kind(h, H::KIND, kind))?;
+    Ok(Some(value))
+}
+
+/// Unregister handle `h` and drop its value (the body of most `*_free`).
+pub(crate) fn free<H: Handle>(h: *mut H) -> Result<(), Fail> {
+    remove(h).map(drop)
 }
