@@ -77,7 +77,9 @@ pub(crate) fn env_array(
         .enumerate()
         .map(|(i, e)| match e.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(Fail::invalid(format!("{what}[{i}] {e:?} is not NAME=value"))),
+            _ => Err(Fail::invalid(format!(
+                "{what}[{i}] {e:?} is not NAME=value"
+            ))),
         })
         .collect()
 }

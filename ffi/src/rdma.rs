@@ -212,7 +212,9 @@ pub unsafe extern "C" fn monarch_rdma_write_from(
 /// error). Afterwards every use of this handle fails, and a second drop is
 /// `MONARCH_ERR_INVALID_ARGUMENT`. The handle itself must still be freed.
 #[no_mangle]
-pub unsafe extern "C" fn monarch_rdma_buffer_drop(buf: *const monarch_rdma_buffer) -> monarch_status {
+pub unsafe extern "C" fn monarch_rdma_buffer_drop(
+    buf: *const monarch_rdma_buffer,
+) -> monarch_status {
     guard(|| {
         let b = get(buf)?;
         b.drop_buffer()?;

@@ -36,19 +36,6 @@ pub const MONARCH_ERR_PANIC: monarch_status = 7;
 /// An internal error in libmonarch.
 pub const MONARCH_ERR_INTERNAL: monarch_status = 8;
 
-/// Every status code with the name `monarch_status_name` gives it.
-const STATUS_NAMES: [(monarch_status, &CStr); 9] = [
-    (MONARCH_OK, c"MONARCH_OK"),
-    (MONARCH_ERR_INVALID_ARGUMENT, c"MONARCH_ERR_INVALID_ARGUMENT"),
-    (MONARCH_ERR_INVALID_HANDLE, c"MONARCH_ERR_INVALID_HANDLE"),
-    (MONARCH_ERR_TIMEOUT, c"MONARCH_ERR_TIMEOUT"),
-    (MONARCH_ERR_PROC_FAILED, c"MONARCH_ERR_PROC_FAILED"),
-    (MONARCH_ERR_STOPPED, c"MONARCH_ERR_STOPPED"),
-    (MONARCH_ERR_IO, c"MONARCH_ERR_IO"),
-    (MONARCH_ERR_PANIC, c"MONARCH_ERR_PANIC"),
-    (MONARCH_ERR_INTERNAL, c"MONARCH_ERR_INTERNAL"),
-];
-
 /// A failed call: its status and message.
 #[derive(Debug)]
 pub struct Fail {
@@ -125,9 +112,17 @@ pub extern "C" fn monarch_last_error() -> *const c_char {
 /// string owned by the library: never free it.
 #[no_mangle]
 pub extern "C" fn monarch_status_name(status: monarch_status) -> *const c_char {
-    STATUS_NAMES
-        .iter()
-        .find(|(code, _)| *code == status)
-        .map_or(c"MONARCH_ERR_UNKNOWN", |(_, name)| name)
-        .as_ptr()
+    let name: &CStr = match status {
+        MONARCH_OK => c"MONARCH_OK",
+        MONARCH_ERR_INVALID_ARGUMENT => c"MONARCH_ERR_INVALID_ARGUMENT",
+        MONARCH_ERR_INVALID_HANDLE => c"MONARCH_ERR_INVALID_HANDLE",
+        MONARCH_ERR_TIMEOUT => c"MONARCH_ERR_TIMEOUT",
+        MONARCH_ERR_PROC_FAILED => c"MONARCH_ERR_PROC_FAILED",
+        MONARCH_ERR_STOPPED => c"MONARCH_ERR_STOPPED",
+        MONARCH_ERR_IO => c"MONARCH_ERR_IO",
+        MONARCH_ERR_PANIC => c"MONARCH_ERR_PANIC",
+        MONARCH_ERR_INTERNAL => c"MONARCH_ERR_INTERNAL",
+        _ => c"MONARCH_ERR_UNKNOWN",
+    };
+    name.as_ptr()
 }

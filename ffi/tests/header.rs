@@ -17,14 +17,23 @@ const SECTIONS: &[(&str, &str)] = &[
     ("status", "Status codes and the last error"),
     ("bytes", "Bytes passed in and owned buffers handed out"),
     ("runtime", "monarch_runtime: this process's runtime"),
-    ("value_mesh", "monarch_value_mesh: the gathered replies of a call"),
+    (
+        "value_mesh",
+        "monarch_value_mesh: the gathered replies of a call",
+    ),
     ("future", "monarch_future: a pending result"),
     ("view", "Mesh views (shared by proc, actor and host meshes)"),
     ("proc_mesh", "monarch_proc_mesh: an n-d array of procs"),
     ("port", "monarch_port_receiver: ports and sending to them"),
     ("actor_mesh", "monarch_actor_mesh: an n-d array of actors"),
-    ("event", "monarch_event: work for the actors of this process"),
-    ("host_mesh", "monarch_host_mesh: host agents on other machines"),
+    (
+        "event",
+        "monarch_event: work for the actors of this process",
+    ),
+    (
+        "host_mesh",
+        "monarch_host_mesh: host agents on other machines",
+    ),
     ("rdma", "monarch_rdma_buffer: the data plane"),
     ("slurm", "monarch_slurm_job: the SLURM allocator"),
 ];
@@ -95,7 +104,9 @@ fn item_name(item: &str) -> String {
         return body[start..].to_string();
     }
     // A function: the identifier before the first parenthesis.
-    let open = decl.find('(').unwrap_or_else(|| panic!("unknown item:\n{item}"));
+    let open = decl
+        .find('(')
+        .unwrap_or_else(|| panic!("unknown item:\n{item}"));
     let before = decl[..open].trim_end();
     let start = before
         .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
