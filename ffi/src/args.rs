@@ -90,13 +90,9 @@ pub(crate) fn dims(
     sizes: *const usize,
     ndim: usize,
 ) -> Result<Shape, Fail> {
-    let labels = arg_slice(labels, ndim, "labels")?;
+    arg_slice(labels, ndim, "labels")?;
     let sizes = arg_slice(sizes, ndim, "sizes")?;
-    let labels = labels
-        .iter()
-        .enumerate()
-        .map(|(i, l)| arg_str(*l, &format!("labels[{i}]")).map(str::to_string))
-        .collect::<Result<Vec<_>, _>>()?;
+    let labels = string_array(labels, ndim, "labels")?;
     Ok(Shape::dense(labels, sizes.to_vec()).map_err(Error::from)?)
 }
 

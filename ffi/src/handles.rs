@@ -7,7 +7,7 @@
 //! for the wrong kind is a compile error, and a handle of the wrong kind
 //! passed from C is `MONARCH_ERR_INVALID_HANDLE`.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 use parking_lot::{const_mutex, Mutex, MutexGuard};
@@ -24,9 +24,21 @@ pub(crate) trait Handle: 'static {
     const KIND: &'static str;
 }
 
+/// A registered value and the C type of its handle.
 struct Live {
+    handle_type: TypeId,
     kind: &'static str,
     value: Arc<dyn Any + Send + Sync>,
+}
+
+impl Live {
+    /// The value as the `Rust` of handle type `H`, if the handle is one.
+    fn value<H: Handle>(&self) -> Option<Arc<H::Rust>> {
+        if self.handle_type != TypeId::of::<H>() {
+            return None;
+        }
+        self.value.clone().downcast::<H::Rust>().ok()
+    }
 }
 
 struct Slot {
@@ -69,6 +81,7 @@ pub(crate) fn insert_arc<H: Handle>(value: Arc<H::Rust>) -> *mut H {
     let slot = &mut r.slots[index as usize];
     slot.generation = slot.generation.wrapping_add(1).max(1);
     slot.live = Some(Live {
+        handle_type: TypeId::of::<H>(),
         kind: H::KIND,
         value,
     });
@@ -112,19 +125,15 @@ fn wrong_kind(h: usize, want: &str, got: &str) -> Fail {
 pub(crate) fn get<H: Handle>(h: *const H) -> Result<Arc<H::Rust>, Fail> {
     let h = h as usize;
     let (index, generation) = decode(h).ok_or_else(|| stale(h, H::KIND))?;
-    let live = {
-        let r = registry();
-        let slot = r
-            .slots
-            .get(index as usize)
-            .filter(|s| s.generation == generation)
-            .ok_or_else(|| stale(h, H::KIND))?;
-        let live = slot.live.as_ref().ok_or_else(|| stale(h, H::KIND))?;
-        (live.kind, live.value.clone())
-    };
-    live.1
-        .downcast::<H::Rust>()
-        .map_err(|_| wrong_kind(h, H::KIND, live.0))
+    let r = registry();
+    let live = r
+        .slots
+        .get(index as usize)
+        .filter(|s| s.generation == generation)
+        .and_then(|s| s.live.as_ref())
+        .ok_or_else(|| stale(h, H::KIND))?;
+    live.value::<H>()
+        .ok_or_else(|| wrong_kind(h, H::KIND, live.kind))
 }
 
 /// Unregister handle `h` and return its value; `Ok(None)` for NULL (so
@@ -142,21 +151,86 @@ pub(crate) fn remove<H: Handle>(h: *mut H) -> Result<Option<Arc<H::Rust>>, Fail>
         .get_mut(index as usize)
         .filter(|s| s.generation == generation)
         .ok_or_else(|| stale(h, H::KIND))?;
-    let kind = slot.live.as_ref().ok_or_else(|| stale(h, H::KIND))?.kind;
-    if kind != H::KIND {
-        return Err(wrong_kind(h, H::KIND, kind));
-    }
-    let live = slot.live.take().ok_or_else(|| stale(h, H::KIND))?;
-    r.free.push(index);
-    drop(r);
+    let live = slot.live.as_ref().ok_or_else(|| stale(h, H::KIND))?;
     let value = live
-        .value
-        .downcast::<H::Rust>()
-        .map_err(|_| wrong_kind(h, H::KIND, kind))?;
+        .value::<H>()
+        .ok_or_else(|| wrong_kind(h, H::KIND, live.kind))?;
+    slot.live = None;
+    r.free.push(index);
     Ok(Some(value))
 }
 
 /// Unregister handle `h` and drop its value (the body of most `*_free`).
 pub(crate) fn free<H: Handle>(h: *mut H) -> Result<(), Fail> {
     remove(h).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::MONARCH_ERR_INVALID_HANDLE;
+
+    struct Apple;
+    impl Handle for Apple {
+        type Rust = String;
+        const KIND: &'static str = "apple";
+    }
+    struct Pear;
+    impl Handle for Pear {
+        type Rust = String;
+        const KIND: &'static str = "pear";
+    }
+
+    fn message<T>(r: Result<T, Fail>) -> String {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(f) => {
+                assert_eq!(f.status, MONARCH_ERR_INVALID_HANDLE);
+                f.message
+            }
+        }
+    }
+
+    #[test]
+    fn a_live_handle_gives_its_value_until_freed() {
+        let h = insert::<Apple>("red".to_string());
+        assert_eq!(*get(h).unwrap(), "red");
+        assert_eq!(*remove(h).unwrap().unwrap(), "red");
+        assert!(message(get(h)).contains("stale"));
+        assert!(message(remove(h)).contains("stale"));
+    }
+
+    #[test]
+    fn a_reused_slot_does_not_revive_a_stale_handle() {
+        let old = insert::<Apple>("old".to_string());
+        free(old).unwrap();
+        let new = insert::<Apple>("new".to_string());
+        assert!(message(get(old)).contains("apple handle"));
+        assert_eq!(*get(new).unwrap(), "new");
+        free(new).unwrap();
+    }
+
+    #[test]
+    fn the_wrong_kind_is_refused_and_not_freed() {
+        // Same Rust type, different C type: the kind decides.
+        let h = insert::<Apple>("green".to_string());
+        let as_pear = h as *mut Pear;
+        assert_eq!(
+            message(get(as_pear)),
+            format!("handle {:#x} is a apple, not a pear", h as usize)
+        );
+        assert!(message(remove(as_pear)).contains("not a pear"));
+        assert_eq!(*get(h).unwrap(), "green");
+        free(h).unwrap();
+    }
+
+    #[test]
+    fn null_is_an_error_to_use_and_a_no_op_to_free() {
+        assert_eq!(
+            message(get::<Apple>(std::ptr::null())),
+            "apple handle is NULL"
+        );
+        assert!(remove::<Apple>(std::ptr::null_mut()).unwrap().is_none());
+        assert!(free::<Apple>(std::ptr::null_mut()).is_ok());
+    }
 }
