@@ -5,8 +5,9 @@
  *  - started with MONARCH_CONTROLLER set (the bootstrap environment), it is
  *    a worker proc serving a C "counter" actor through the pull API;
  *  - otherwise it is the controller: it spawns 4 procs of itself and checks
- *    calls, slices, errors, handle checking, futures, the runtime fd,
- *    this_proc actors (served from a thread) and stopping.
+ *    calls, slices, errors, handle checking, free(NULL) for every free
+ *    function, status names, futures, the runtime fd, this_proc actors
+ *    (served from a thread) and stopping.
  *
  * Prints "N passed, M failed" and exits non-zero on any failure.
  * Build: cc -I include tests/c/abi_test.c -L target/debug -lmonarch -lpthread
