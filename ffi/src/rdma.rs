@@ -1,20 +1,32 @@
-//! The data plane's C ABI: registered buffers read and written one-sided
-//! by other procs (see docs/data-plane.md). Same handle, guard and
-//! ownership rules as every other function of the ABI.
+//! `monarch_rdma_buffer`: the data plane's registered buffers, read and
+//! written one-sided by other procs (see docs/data-plane.md).
 
-use std::ffi::c_char;
-use std::sync::Arc;
+use std::ffi::{c_char, CString};
+use std::sync::{Arc, OnceLock};
 
 use monarch_rdma::{self as rdma, Backend, Buffer};
 
-use crate::handles::{insert, remove, Object};
-use crate::status::*;
-use crate::{monarch_future, monarch_runtime, typed};
+use crate::args::{arg_slice, out_ptr};
+use crate::bytes::owned_buffer;
+use crate::future::monarch_future;
+use crate::handles::{self, get, insert, insert_arc, Handle};
+use crate::runtime::monarch_runtime;
+use crate::status::{guard, monarch_status, Fail};
 
 /// A registered memory buffer (the owner's), or a handle on another
 /// proc's buffer rebuilt from its descriptor bytes.
+///
+/// Created by `monarch_rdma_register` (the owner's handle) or
+/// `monarch_rdma_buffer_from_bytes`; freed by `monarch_rdma_buffer_free`
+/// (freeing the owner's handle unregisters the buffer). May be used from
+/// any number of threads at once, including transfers in parallel.
 pub struct monarch_rdma_buffer {
     _private: [u8; 0],
+}
+
+impl Handle for monarch_rdma_buffer {
+    type Rust = Buffer;
+    const KIND: &'static str = "rdma buffer";
 }
 
 /// `monarch_rdma_register` flag: peers may read the buffer but not write it.
@@ -41,7 +53,7 @@ fn backend_cstr(b: Backend) -> *const c_char {
 /// `ptr` must be non-NULL and `len` non-zero.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_register(
-    rt: *mut monarch_runtime,
+    rt: *const monarch_runtime,
     ptr: *mut u8,
     len: usize,
     flags: u32,
@@ -49,7 +61,7 @@ pub unsafe extern "C" fn monarch_rdma_register(
     out: *mut *mut monarch_rdma_buffer,
 ) -> monarch_status {
     guard(|| {
-        let r = typed!(rt, Runtime, "runtime");
+        let r = get(rt)?;
         let out = out_ptr(out, "out")?;
         if flags & !MONARCH_RDMA_READ_ONLY != 0 {
             return Err(Fail::invalid(format!("unknown flags {flags:#x}")));
@@ -62,7 +74,7 @@ pub unsafe extern "C" fn monarch_rdma_register(
             writable,
             readers.max(1) as usize,
         )?;
-        *out = insert(Object::RdmaBuffer(b)) as *mut monarch_rdma_buffer;
+        *out = insert_arc::<monarch_rdma_buffer>(b);
         Ok(())
     })
 }
@@ -72,14 +84,14 @@ pub unsafe extern "C" fn monarch_rdma_register(
 /// `monarch_buffer_free`. Fails once the handle was dropped.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_buffer_to_bytes(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     out: *mut *mut u8,
     out_len: *mut usize,
 ) -> monarch_status {
     guard(|| {
-        let b = typed!(buf, RdmaBuffer, "rdma buffer");
+        let b = get(buf)?;
         let v = b.to_bytes()?;
-        crate::owned_buffer(v, out, out_len)
+        owned_buffer(v, out, out_len)
     })
 }
 
@@ -90,17 +102,17 @@ pub unsafe extern "C" fn monarch_rdma_buffer_to_bytes(
 /// the owner's buffer; `monarch_rdma_buffer_drop` does).
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_buffer_from_bytes(
-    rt: *mut monarch_runtime,
+    rt: *const monarch_runtime,
     bytes: *const u8,
     len: usize,
     out: *mut *mut monarch_rdma_buffer,
 ) -> monarch_status {
     guard(|| {
-        let r = typed!(rt, Runtime, "runtime");
+        let r = get(rt)?;
         let out = out_ptr(out, "out")?;
         let bytes = arg_slice(bytes, len, "bytes")?;
         let b = Buffer::from_bytes(Some(&r), bytes)?;
-        *out = insert(Object::RdmaBuffer(b)) as *mut monarch_rdma_buffer;
+        *out = insert_arc::<monarch_rdma_buffer>(b);
         Ok(())
     })
 }
@@ -108,11 +120,11 @@ pub unsafe extern "C" fn monarch_rdma_buffer_from_bytes(
 /// Write the buffer's size in bytes to `*out`.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_buffer_size(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     out: *mut u64,
 ) -> monarch_status {
     guard(|| {
-        let b = typed!(buf, RdmaBuffer, "rdma buffer");
+        let b = get(buf)?;
         *out_ptr(out, "out")? = b.size();
         Ok(())
     })
@@ -124,11 +136,11 @@ pub unsafe extern "C" fn monarch_rdma_buffer_size(
 /// `MONARCH_RDMA_BACKEND` in docs/data-plane.md).
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_buffer_backend(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     out: *mut *const c_char,
 ) -> monarch_status {
     guard(|| {
-        let b = typed!(buf, RdmaBuffer, "rdma buffer");
+        let b = get(buf)?;
         let out = out_ptr(out, "out")?;
         *out = backend_cstr(b.backend()?);
         Ok(())
@@ -136,14 +148,14 @@ pub unsafe extern "C" fn monarch_rdma_buffer_backend(
 }
 
 fn transfer(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     offset: u64,
     local: usize,
     len: usize,
     write: bool,
     out: *mut *mut monarch_future,
 ) -> Result<(), Fail> {
-    let b: Arc<Buffer> = typed!(buf, RdmaBuffer, "rdma buffer");
+    let b: Arc<Buffer> = get(buf)?;
     let out = out_ptr(out, "out")?;
     if local == 0 && len > 0 {
         return Err(Fail::invalid("the local memory pointer is NULL"));
@@ -153,7 +165,7 @@ fn transfer(
         .cloned()
         .ok_or_else(|| Fail::invalid("this buffer handle has no runtime"))?;
     let fut = rdma::start_transfer(&rt, b, offset, local, len, write)?;
-    *out = insert(Object::Future(fut)) as *mut monarch_future;
+    *out = insert::<monarch_future>(fut);
     Ok(())
 }
 
@@ -169,7 +181,7 @@ fn transfer(
 /// outside the buffer is refused at once.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_read_into(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     offset: u64,
     dst: *mut u8,
     len: usize,
@@ -185,7 +197,7 @@ pub unsafe extern "C" fn monarch_rdma_read_into(
 /// Refused for a read-only buffer.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_write_from(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     offset: u64,
     src: *const u8,
     len: usize,
@@ -200,9 +212,11 @@ pub unsafe extern "C" fn monarch_rdma_write_from(
 /// error). Afterwards every use of this handle fails, and a second drop is
 /// `MONARCH_ERR_INVALID_ARGUMENT`. The handle itself must still be freed.
 #[no_mangle]
-pub unsafe extern "C" fn monarch_rdma_buffer_drop(buf: *mut monarch_rdma_buffer) -> monarch_status {
+pub unsafe extern "C" fn monarch_rdma_buffer_drop(
+    buf: *const monarch_rdma_buffer,
+) -> monarch_status {
     guard(|| {
-        let b = typed!(buf, RdmaBuffer, "rdma buffer");
+        let b = get(buf)?;
         b.drop_buffer()?;
         Ok(())
     })
@@ -213,11 +227,11 @@ pub unsafe extern "C" fn monarch_rdma_buffer_drop(buf: *mut monarch_rdma_buffer)
 /// handle, whether it was not dropped.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_buffer_is_registered(
-    buf: *mut monarch_rdma_buffer,
+    buf: *const monarch_rdma_buffer,
     out: *mut bool,
 ) -> monarch_status {
     guard(|| {
-        let b = typed!(buf, RdmaBuffer, "rdma buffer");
+        let b = get(buf)?;
         *out_ptr(out, "out")? = b.is_registered();
         Ok(())
     })
@@ -225,10 +239,11 @@ pub unsafe extern "C" fn monarch_rdma_buffer_is_registered(
 
 /// Free a buffer handle. Freeing the owner's handle unregisters the buffer
 /// (as `monarch_rdma_buffer_drop`), so its memory may be released after;
-/// freeing any other handle releases nothing at the owner.
+/// freeing any other handle releases nothing at the owner. NULL is a
+/// no-op.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_buffer_free(buf: *mut monarch_rdma_buffer) -> monarch_status {
-    guard(|| remove(buf as usize, "rdma buffer").map(drop))
+    guard(|| handles::free(buf))
 }
 
 /// Write the name of the backend a transfer with a proc on this host uses
@@ -253,13 +268,13 @@ pub unsafe extern "C" fn monarch_rdma_ibverbs_status(
     reason: *mut *const c_char,
 ) -> monarch_status {
     guard(|| {
-        static REASON: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+        static REASON: OnceLock<CString> = OnceLock::new();
         let available = out_ptr(available, "available")?;
         let reason = out_ptr(reason, "reason")?;
         let p = rdma::ibverbs::probe();
         *available = p.available;
         *reason = REASON
-            .get_or_init(|| std::ffi::CString::new(p.reason.replace('\0', "")).unwrap_or_default())
+            .get_or_init(|| CString::new(p.reason.replace('\0', "")).unwrap_or_default())
             .as_ptr();
         Ok(())
     })

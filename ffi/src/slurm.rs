@@ -1,29 +1,30 @@
-//! C ABI of the SLURM allocator: `srun` starts one host agent per node and
-//! the agents become a host mesh (core/src/allocator/slurm.rs, docs/slurm.md).
+//! `monarch_slurm_job`: the SLURM allocator. `srun` starts one host agent
+//! per node and the agents become a host mesh (core/src/allocator/slurm.rs,
+//! docs/slurm.md).
 
 use std::ffi::c_char;
-use std::sync::Arc;
-use std::time::Duration;
 
 use monarch_core::allocator::slurm::{SlurmJob, SlurmOptions};
 
-use crate::handles::{insert, remove, Object};
-use crate::hosts::monarch_host_mesh;
-use crate::monarch_runtime;
-use crate::status::*;
+use crate::args::{out_ptr, string_array, timeout};
+use crate::bytes::owned_buffer;
+use crate::handles::{self, get, insert, Handle};
+use crate::host_mesh::monarch_host_mesh;
+use crate::runtime::monarch_runtime;
+use crate::status::{guard, monarch_status, Fail};
 
 /// A running SLURM job step with one host agent per node, attached as a
 /// host mesh.
+///
+/// Created by `monarch_slurm_job_start`; freed by `monarch_slurm_job_free`,
+/// which stops the job. May be used from any number of threads at once.
 pub struct monarch_slurm_job {
     _private: [u8; 0],
 }
 
-fn strings(p: *const *const c_char, n: usize, what: &str) -> Result<Vec<String>, Fail> {
-    arg_slice(p, n, what)?
-        .iter()
-        .enumerate()
-        .map(|(i, a)| arg_str(*a, &format!("{what}[{i}]")).map(str::to_string))
-        .collect()
+impl Handle for monarch_slurm_job {
+    type Rust = SlurmJob;
+    const KIND: &'static str = "slurm job";
 }
 
 /// Start one host agent per node with srun and attach them as a host mesh
@@ -48,7 +49,7 @@ fn strings(p: *const *const c_char, n: usize, what: &str) -> Result<Vec<String>,
 /// and frees it with `monarch_slurm_job_free`, which also stops the agents.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_slurm_job_start(
-    rt: *mut monarch_runtime,
+    rt: *const monarch_runtime,
     nodes: usize,
     agent_argv: *const *const c_char,
     agent_argc: usize,
@@ -58,19 +59,19 @@ pub unsafe extern "C" fn monarch_slurm_job_start(
     out: *mut *mut monarch_slurm_job,
 ) -> monarch_status {
     guard(|| {
-        let r = crate::typed!(rt, Runtime, "runtime");
+        let r = get(rt)?;
         let out = out_ptr(out, "out")?;
-        let argv = strings(agent_argv, agent_argc, "agent_argv")?;
+        let argv = string_array(agent_argv, agent_argc, "agent_argv")?;
         if argv.is_empty() {
             return Err(Fail::invalid("agent_argv is empty"));
         }
         let mut opts = SlurmOptions::new(nodes, argv);
-        opts.srun_args = strings(srun_args, nsrun_args, "srun_args")?;
-        if timeout_ms >= 0 {
-            opts.timeout = Duration::from_millis(timeout_ms as u64);
+        opts.srun_args = string_array(srun_args, nsrun_args, "srun_args")?;
+        if let Some(t) = timeout(timeout_ms) {
+            opts.timeout = t;
         }
         let job = SlurmJob::start(&r, &opts)?;
-        *out = insert(Object::SlurmJob(Arc::new(job))) as *mut monarch_slurm_job;
+        *out = insert::<monarch_slurm_job>(job);
         Ok(())
     })
 }
@@ -80,13 +81,13 @@ pub unsafe extern "C" fn monarch_slurm_job_start(
 /// `monarch_slurm_job_stop` or `_free` its agents are gone.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_slurm_job_host_mesh(
-    job: *mut monarch_slurm_job,
+    job: *const monarch_slurm_job,
     out: *mut *mut monarch_host_mesh,
 ) -> monarch_status {
     guard(|| {
-        let j = crate::typed!(job, SlurmJob, "slurm job");
+        let j = get(job)?;
         let out = out_ptr(out, "out")?;
-        *out = insert(Object::HostMesh(j.host_mesh().clone())) as *mut monarch_host_mesh;
+        *out = insert::<monarch_host_mesh>(j.host_mesh().clone());
         Ok(())
     })
 }
@@ -96,14 +97,14 @@ pub unsafe extern "C" fn monarch_slurm_job_host_mesh(
 /// `monarch_buffer_free`.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_slurm_job_id(
-    job: *mut monarch_slurm_job,
+    job: *const monarch_slurm_job,
     out: *mut *mut u8,
     out_len: *mut usize,
 ) -> monarch_status {
     guard(|| {
-        let j = crate::typed!(job, SlurmJob, "slurm job");
+        let j = get(job)?;
         let id = j.agents().job_id().unwrap_or_default();
-        crate::owned_buffer(id.into_bytes(), out, out_len)
+        owned_buffer(id.into_bytes(), out, out_len)
     })
 }
 
@@ -112,21 +113,20 @@ pub unsafe extern "C" fn monarch_slurm_job_id(
 /// exited (SIGTERM, then SIGKILL after 15 s). Idempotent. The handle stays
 /// valid and must still be freed.
 #[no_mangle]
-pub unsafe extern "C" fn monarch_slurm_job_stop(job: *mut monarch_slurm_job) -> monarch_status {
+pub unsafe extern "C" fn monarch_slurm_job_stop(job: *const monarch_slurm_job) -> monarch_status {
     guard(|| {
-        let j = crate::typed!(job, SlurmJob, "slurm job");
+        let j = get(job)?;
         j.stop();
         Ok(())
     })
 }
 
 /// Free a job handle, stopping the job as `monarch_slurm_job_stop` does.
-/// Host mesh handles taken from it stay valid to free.
+/// Host mesh handles taken from it stay valid to free. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_slurm_job_free(job: *mut monarch_slurm_job) -> monarch_status {
     guard(|| {
-        let obj = remove(job as usize, "slurm job")?;
-        if let Object::SlurmJob(j) = obj {
+        if let Some(j) = handles::remove(job)? {
             j.stop();
         }
         Ok(())

@@ -1,5 +1,6 @@
-//! Status codes, the thread's last error message, and the guard every entry
-//! point runs in (so no panic ever unwinds into foreign code).
+//! Status codes, their names, the thread's last error message, and the one
+//! guard every entry point runs in (so no panic ever unwinds into foreign
+//! code).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
@@ -9,6 +10,11 @@ use monarch_core::{Error, ErrorKind};
 
 /// Result of every libmonarch function: `MONARCH_OK` (0) or an error code.
 /// On error, `monarch_last_error()` describes what went wrong.
+///
+/// New status codes may be added in later versions of the library: treat
+/// any code other than `MONARCH_OK` as an error, and use
+/// `monarch_status_name` (which names unknown codes "MONARCH_ERR_UNKNOWN")
+/// rather than a table of your own to print one.
 pub type monarch_status = i32;
 
 /// Success.
@@ -93,42 +99,30 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<(), Fail>) -> monarch_status {
     }
 }
 
-/// The calling thread's last error message (empty if none). The pointer
-/// stays valid until the next libmonarch call on this thread.
-pub(crate) fn last_error_ptr() -> *const c_char {
+/// The calling thread's most recent error message, or "" if none.
+/// Owned by the library; valid until the next libmonarch call on this thread.
+#[no_mangle]
+pub extern "C" fn monarch_last_error() -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
 }
 
-/// Borrow a NUL-terminated UTF-8 argument.
-pub(crate) fn arg_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
-    if p.is_null() {
-        return Err(Fail::invalid(format!("{what} is NULL")));
-    }
-    // SAFETY: the caller promises a NUL-terminated string that outlives the call.
-    unsafe { CStr::from_ptr(p) }
-        .to_str()
-        .map_err(|_| Fail::invalid(format!("{what} is not valid UTF-8")))
-}
-
-/// Check an out-pointer is non-null.
-pub(crate) fn out_ptr<T>(p: *mut T, what: &str) -> Result<&'static mut T, Fail> {
-    if p.is_null() {
-        return Err(Fail::invalid(format!("out-pointer {what} is NULL")));
-    }
-    // SAFETY: non-null and, by the API contract, valid for a write of T.
-    Ok(unsafe { &mut *p })
-}
-
-/// Borrow an array of `n` items (NULL allowed when `n` is 0).
-pub(crate) fn arg_slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Fail> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(Fail::invalid(format!(
-            "{what} is NULL but its length is {n}"
-        )));
-    }
-    // SAFETY: the caller promises `n` valid items that outlive the call.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+/// The name of status code `status` as it is spelled in this header (e.g.
+/// "MONARCH_ERR_INVALID_HANDLE" for `MONARCH_ERR_INVALID_HANDLE`), or
+/// "MONARCH_ERR_UNKNOWN" for a code this library does not know. A static
+/// string owned by the library: never free it.
+#[no_mangle]
+pub extern "C" fn monarch_status_name(status: monarch_status) -> *const c_char {
+    let name: &CStr = match status {
+        MONARCH_OK => c"MONARCH_OK",
+        MONARCH_ERR_INVALID_ARGUMENT => c"MONARCH_ERR_INVALID_ARGUMENT",
+        MONARCH_ERR_INVALID_HANDLE => c"MONARCH_ERR_INVALID_HANDLE",
+        MONARCH_ERR_TIMEOUT => c"MONARCH_ERR_TIMEOUT",
+        MONARCH_ERR_PROC_FAILED => c"MONARCH_ERR_PROC_FAILED",
+        MONARCH_ERR_STOPPED => c"MONARCH_ERR_STOPPED",
+        MONARCH_ERR_IO => c"MONARCH_ERR_IO",
+        MONARCH_ERR_PANIC => c"MONARCH_ERR_PANIC",
+        MONARCH_ERR_INTERNAL => c"MONARCH_ERR_INTERNAL",
+        _ => c"MONARCH_ERR_UNKNOWN",
+    };
+    name.as_ptr()
 }

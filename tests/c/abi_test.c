@@ -5,8 +5,9 @@
  *  - started with MONARCH_CONTROLLER set (the bootstrap environment), it is
  *    a worker proc serving a C "counter" actor through the pull API;
  *  - otherwise it is the controller: it spawns 4 procs of itself and checks
- *    calls, slices, errors, handle checking, futures, the runtime fd,
- *    this_proc actors (served from a thread) and stopping.
+ *    calls, slices, errors, handle checking, free(NULL) for every free
+ *    function, status names, futures, the runtime fd, this_proc actors
+ *    (served from a thread) and stopping.
  *
  * Prints "N passed, M failed" and exits non-zero on any failure.
  * Build: cc -I include tests/c/abi_test.c -L target/debug -lmonarch -lpthread
@@ -529,7 +530,6 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
                                       monarch_actor_mesh *am) {
     /* NULL handles. */
     CHECK_STATUS(monarch_future_wait(NULL, 0), MONARCH_ERR_INVALID_HANDLE, "NULL");
-    CHECK_STATUS(monarch_actor_mesh_free(NULL), MONARCH_ERR_INVALID_HANDLE, "NULL");
     /* A handle that was never valid. */
     CHECK_STATUS(monarch_future_wait((monarch_future *)(uintptr_t)0x123456789abcULL, 0),
                  MONARCH_ERR_INVALID_HANDLE, "stale");
@@ -583,7 +583,6 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     /* Host meshes: bad handles and arguments. */
     monarch_host_mesh *hm = NULL;
     monarch_proc_mesh *hpm = NULL;
-    CHECK_STATUS(monarch_host_mesh_free(NULL), MONARCH_ERR_INVALID_HANDLE, "NULL");
     CHECK_STATUS(monarch_host_mesh_free((monarch_host_mesh *)pm), MONARCH_ERR_INVALID_HANDLE,
                  "proc mesh");
     CHECK_STATUS(monarch_host_mesh_shape((monarch_host_mesh *)am, &buf, &len),
@@ -615,7 +614,6 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     /* SLURM jobs: bad handles and arguments (no srun is run). */
     monarch_slurm_job *sj = NULL;
     const char *agent[] = {"monarch", "host", "--listen", "127.0.0.1:0"};
-    CHECK_STATUS(monarch_slurm_job_free(NULL), MONARCH_ERR_INVALID_HANDLE, "NULL");
     CHECK_STATUS(monarch_slurm_job_free((monarch_slurm_job *)pm), MONARCH_ERR_INVALID_HANDLE,
                  "proc mesh");
     CHECK_STATUS(monarch_slurm_job_stop((monarch_slurm_job *)rt), MONARCH_ERR_INVALID_HANDLE,
@@ -650,7 +648,6 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     CHECK_OK(monarch_proc_mesh_shape(pm, &buf, &len));
     CHECK(buf && len > 0, "proc mesh shape is empty");
     monarch_buffer_free(buf, len);
-    monarch_buffer_free(NULL, 0);
 
     /* NULL out-pointers and bad arguments. */
     CHECK_STATUS(monarch_runtime_new(NULL), MONARCH_ERR_INVALID_ARGUMENT, "out");
@@ -681,6 +678,63 @@ static void test_bad_handles_and_args(monarch_runtime *rt, monarch_proc_mesh *pm
     /* One runtime per process. */
     monarch_runtime *rt2 = NULL;
     CHECK_STATUS(monarch_runtime_new(&rt2), MONARCH_ERR_INVALID_ARGUMENT, "already");
+}
+
+/* Every free function takes NULL as a no-op returning MONARCH_OK (and
+ * leaves no error behind); a stale handle is still an error. */
+static void test_free_null(monarch_runtime *rt) {
+    CHECK_OK(monarch_runtime_free(NULL));
+    CHECK_OK(monarch_proc_mesh_free(NULL));
+    CHECK_OK(monarch_actor_mesh_free(NULL));
+    CHECK_OK(monarch_future_free(NULL));
+    CHECK_OK(monarch_value_mesh_free(NULL));
+    CHECK_OK(monarch_event_free(NULL));
+    CHECK_OK(monarch_port_receiver_free(NULL));
+    CHECK_OK(monarch_host_mesh_free(NULL));
+    CHECK_OK(monarch_rdma_buffer_free(NULL));
+    CHECK_OK(monarch_slurm_job_free(NULL));
+    CHECK_OK(monarch_buffer_free(NULL, 0));
+    CHECK_OK(monarch_buffer_free(NULL, 16));
+    /* Freeing NULL did not free this process's runtime. */
+    bool is_worker = true;
+    CHECK_OK(monarch_runtime_is_worker(rt, &is_worker));
+    monarch_runtime *rt2 = NULL;
+    CHECK_STATUS(monarch_runtime_new(&rt2), MONARCH_ERR_INVALID_ARGUMENT, "already");
+    /* Answering is not freeing: a NULL event cannot be answered. */
+    CHECK_STATUS(monarch_event_reply_one_and_free(NULL, NULL, 0), MONARCH_ERR_INVALID_HANDLE,
+                 "NULL");
+}
+
+/* monarch_status_name: every code by its name, unknown codes as one name. */
+static void test_status_names(void) {
+    static const struct {
+        monarch_status code;
+        const char *name;
+    } names[] = {
+        {MONARCH_OK, "MONARCH_OK"},
+        {MONARCH_ERR_INVALID_ARGUMENT, "MONARCH_ERR_INVALID_ARGUMENT"},
+        {MONARCH_ERR_INVALID_HANDLE, "MONARCH_ERR_INVALID_HANDLE"},
+        {MONARCH_ERR_TIMEOUT, "MONARCH_ERR_TIMEOUT"},
+        {MONARCH_ERR_PROC_FAILED, "MONARCH_ERR_PROC_FAILED"},
+        {MONARCH_ERR_STOPPED, "MONARCH_ERR_STOPPED"},
+        {MONARCH_ERR_IO, "MONARCH_ERR_IO"},
+        {MONARCH_ERR_PANIC, "MONARCH_ERR_PANIC"},
+        {MONARCH_ERR_INTERNAL, "MONARCH_ERR_INTERNAL"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *got = monarch_status_name(names[i].code);
+        CHECK(got && strcmp(got, names[i].name) == 0, "status %d is named '%s', not '%s'",
+              names[i].code, got ? got : "(null)", names[i].name);
+    }
+    const monarch_status unknown[] = {-1, 9, 1000};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *got = monarch_status_name(unknown[i]);
+        CHECK(got && strcmp(got, "MONARCH_ERR_UNKNOWN") == 0, "unknown status %d is named '%s'",
+              unknown[i], got ? got : "(null)");
+    }
+    /* A static string: the same pointer every time. */
+    CHECK(monarch_status_name(MONARCH_ERR_TIMEOUT) == monarch_status_name(MONARCH_ERR_TIMEOUT),
+          "status names are not static");
 }
 
 /* The data plane's C ABI: a buffer registered here, read back through a
@@ -831,6 +885,8 @@ static int controller_main(void) {
     bool is_worker = true;
     CHECK_OK(monarch_runtime_is_worker(rt, &is_worker));
     CHECK(!is_worker, "controller thinks it is a worker");
+    test_status_names();
+    test_free_null(rt);
 
     const char *labels[] = {"hosts", "gpus"};
     size_t sizes[] = {2, 2};
