@@ -50,6 +50,11 @@ void test_after_free() {
 }
 
 void test_handles() {
+  // Status names come from the library, without its prefix.
+  CHECK(std::string(monarch::status_name(MONARCH_OK)) == "OK");
+  CHECK(std::string(monarch::status_name(MONARCH_ERR_TIMEOUT)) == "TIMEOUT");
+  CHECK(std::string(monarch::status_name(MONARCH_ERR_INVALID_HANDLE)) == "INVALID_HANDLE");
+  CHECK(std::string(monarch::status_name(static_cast<monarch_status>(9999))) == "UNKNOWN");
   // Handles of the newer types used after free (or never valid) are
   // rejected: the wrappers throw Error(MONARCH_ERR_INVALID_HANDLE).
   monarch::Runtime rt;

@@ -181,9 +181,15 @@ def error_for(status: int, what: str = "") -> BaseException:
     exc = cls(msg)
     try:
         exc.status = status
+        exc.status_name = status_name(status)
     except AttributeError:  # pragma: no cover
         pass
     return exc
+
+
+def status_name(status: int) -> str:
+    """The library's name of a status code ("MONARCH_ERR_TIMEOUT", ...)."""
+    return ffi.string(lib.monarch_status_name(status)).decode()
 
 
 def check(status: int, what: str = "") -> None:

@@ -53,3 +53,14 @@ def test_abi_mode_fallback_works(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[7, 7]"
+
+
+def test_status_names_come_from_the_library():
+    from monarch._lib import error_for, lib, status_name
+
+    assert status_name(lib.MONARCH_OK) == "MONARCH_OK"
+    assert status_name(lib.MONARCH_ERR_TIMEOUT) == "MONARCH_ERR_TIMEOUT"
+    assert status_name(9999) == "MONARCH_ERR_UNKNOWN"
+    exc = error_for(lib.MONARCH_ERR_INVALID_HANDLE, "lookup")
+    assert isinstance(exc, ValueError)
+    assert (exc.status, exc.status_name) == (lib.MONARCH_ERR_INVALID_HANDLE, "MONARCH_ERR_INVALID_HANDLE")

@@ -48,19 +48,12 @@ namespace detail {
 inline void check(monarch_status s) {
   if (s != MONARCH_OK) throw Error(s, monarch_last_error());
 }
+// The library's name without its "MONARCH_" / "MONARCH_ERR_" prefix.
 inline const char* status_name(monarch_status s) {
-  switch (s) {
-    case MONARCH_OK: return "OK";
-    case MONARCH_ERR_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case MONARCH_ERR_INVALID_HANDLE: return "INVALID_HANDLE";
-    case MONARCH_ERR_TIMEOUT: return "TIMEOUT";
-    case MONARCH_ERR_PROC_FAILED: return "PROC_FAILED";
-    case MONARCH_ERR_STOPPED: return "STOPPED";
-    case MONARCH_ERR_IO: return "IO";
-    case MONARCH_ERR_PANIC: return "PANIC";
-    case MONARCH_ERR_INTERNAL: return "INTERNAL";
-    default: return "UNKNOWN";
-  }
+  const char* name = monarch_status_name(s);
+  const char* prefix = s == MONARCH_OK ? "MONARCH_" : "MONARCH_ERR_";
+  std::size_t n = std::char_traits<char>::length(prefix);
+  return std::char_traits<char>::compare(name, prefix, n) == 0 ? name + n : name;
 }
 }  // namespace detail
 
