@@ -13,20 +13,20 @@
 //! its procs (they become `MONARCH_TLS_*` in the environment the procs
 //! inherit; see `monarch_core::tls`).
 
-use monarch_core::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
 use monarch_core::completion::Completion;
-use monarch_core::process::{random_hex, spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
+use monarch_core::process::{spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
 use monarch_core::runtime::{
     AGENT_ACTOR, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
@@ -208,7 +208,9 @@ pub fn run(args: &Args) -> ExitCode {
         advertise,
         prepared: Mutex::new(HashMap::new()),
         procs: Arc::new(Mutex::new(HashMap::new())),
-        socket_dir: SocketDir::create(&random_hex()[..8])
+        socket_dir: monarch_core::random::hex128()
+            .map_err(|e| monarch_core::Error::io("no random bytes from the kernel", e))
+            .and_then(|name| SocketDir::create(&name[..8]))
             .map_err(|e| tracing::warn!(error = %e, "no socket directory; procs of this host talk over TCP"))
             .ok(),
     };
@@ -281,7 +283,7 @@ impl Agent {
             return Err(format!("prepare: {n} procs is out of range"));
         }
         let mut out = Vec::with_capacity(n);
-        let mut prepared = self.prepared.locked();
+        let mut prepared = self.prepared.lock();
         for _ in 0..n {
             let l = TcpListener::bind((self.bind_ip, 0))
                 .map_err(|e| format!("cannot listen for a proc: {e}"))?;
@@ -319,7 +321,7 @@ impl Agent {
         for (i, addr) in addrs.iter().enumerate() {
             let listener = self
                 .prepared
-                .locked()
+                .lock()
                 .remove(addr)
                 .map(|(l, _)| l)
                 .ok_or_else(|| format!("start: {addr} was not prepared here"))?;
@@ -357,7 +359,7 @@ impl Agent {
                     keep_fd: Some(fd),
                 },
                 move |child, exit| {
-                    procs.locked().remove(&child.addr);
+                    procs.lock().remove(&child.addr);
                     let how = exit.to_string();
                     let (kind, n) = match exit {
                         ExitInfo::Code(c) => ("code", c),
@@ -382,7 +384,7 @@ impl Agent {
                 self.forward(out, &controller, addr, rank, "out");
                 self.forward(err, &controller, addr, rank, "err");
             }
-            self.procs.locked().insert(
+            self.procs.lock().insert(
                 addr.clone(),
                 Proc {
                     child,
@@ -447,7 +449,7 @@ impl Agent {
     }
 
     fn kill(&self, parts: &[Vec<u8>]) {
-        let procs = self.procs.locked();
+        let procs = self.procs.lock();
         for p in parts {
             let addr = String::from_utf8_lossy(p);
             if let Some(pr) = procs.get(addr.as_ref()) {
@@ -459,9 +461,9 @@ impl Agent {
     /// Kill the procs of controllers that are no longer connected.
     fn reap_orphaned(&self) {
         self.prepared
-            .locked()
+            .lock()
             .retain(|_, (_, at)| at.elapsed() < PREPARED_TTL);
-        let procs = self.procs.locked();
+        let procs = self.procs.lock();
         for (addr, p) in procs.iter() {
             if !self.rt.is_connected(&p.controller) {
                 tracing::warn!(%addr, controller = %p.controller, "controller lost; killing its proc");
@@ -473,7 +475,7 @@ impl Agent {
     fn kill_all(&self) {
         let children: Vec<Arc<Child>> = self
             .procs
-            .locked()
+            .lock()
             .values()
             .map(|p| p.child.clone())
             .collect();

@@ -6,10 +6,10 @@
 //! for a short, bounded time (yielding the CPU between checks, so a runnable
 //! peer is not starved) before parking on a condition variable.
 
-use crate::sync::LockExt;
+use parking_lot::{Condvar, Mutex};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a waiter spins before parking. Zero disables spinning
@@ -251,7 +251,7 @@ impl<T> Completion<T> {
     /// this call was it.
     pub fn complete(&self, v: T) -> bool {
         let parked = {
-            let mut g = self.inner.value.locked();
+            let mut g = self.inner.value.lock();
             if self.inner.ready.load(Ordering::Acquire) {
                 return false;
             }
@@ -294,25 +294,20 @@ impl<T> Completion<T> {
         if self.is_ready() {
             return true;
         }
-        let mut g = self.inner.value.locked();
+        let mut g = self.inner.value.lock();
         self.inner.parked.fetch_add(1, Ordering::Relaxed);
         let ready = loop {
             if self.inner.ready.load(Ordering::Acquire) {
                 break true;
             }
             match deadline {
-                None => g = self.inner.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
+                None => self.inner.cv.wait(&mut g),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
                         break false;
                     }
-                    g = self
-                        .inner
-                        .cv
-                        .wait_timeout(g, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    self.inner.cv.wait_for(&mut g, d - now);
                 }
             }
         };
@@ -326,7 +321,7 @@ impl<T> Completion<T> {
         if !self.is_ready() {
             return None;
         }
-        self.inner.value.locked().take()
+        self.inner.value.lock().take()
     }
 }
 
@@ -336,7 +331,7 @@ impl<T: Clone> Completion<T> {
         if !self.is_ready() {
             return None;
         }
-        self.inner.value.locked().clone()
+        self.inner.value.lock().clone()
     }
 }
 

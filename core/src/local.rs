@@ -24,10 +24,10 @@
 //! while casting. Per-sender FIFO holds as with sockets: one path per
 //! sender and proc, FIFO mailboxes, in-order forwarding.
 
-use crate::sync::LockExt;
+use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::completion::Completion;
@@ -253,7 +253,7 @@ impl Collector {
     /// last one passes the result up.
     fn take_in(&self, sh: &Shared, from: usize, batch: Batch) -> bool {
         let done = {
-            let mut st = self.st.locked();
+            let mut st = self.st.lock();
             let Some(i) = (!st.closed)
                 .then(|| st.pending.iter().position(|&h| h == from))
                 .flatten()
@@ -292,7 +292,7 @@ impl Collector {
     /// All batches are in: pass the result up.
     fn finish(&self, sh: &Shared, st: CollState) {
         if let Some(at) = self.at {
-            sh.procs[at].relays.locked().remove(&self.id);
+            sh.procs[at].relays.lock().remove(&self.id);
         }
         match &self.up {
             Upward::Parent(p) => {
@@ -451,7 +451,7 @@ impl LocalCluster {
     /// Construct actor `name` on every proc: `make(base_rank)`.
     pub fn spawn(&self, name: &str, make: impl Fn(usize) -> Box<dyn LocalActor>) {
         for (r, p) in self.shared.procs.iter().enumerate() {
-            p.actors.locked().insert(name.to_string(), make(r));
+            p.actors.lock().insert(name.to_string(), make(r));
         }
     }
 
@@ -462,14 +462,14 @@ impl LocalCluster {
             forwards: s.forwards.load(Ordering::Relaxed),
             root_batches: s.root_batches.load(Ordering::Relaxed),
             gather_cpu_ns: s.gather_cpu_ns.load(Ordering::Relaxed),
-            relays: s.procs.iter().map(|p| p.relays.locked().len()).sum(),
+            relays: s.procs.iter().map(|p| p.relays.lock().len()).sum(),
             collectors: s.live.load(Ordering::Relaxed),
         }
     }
 
     #[cfg(test)]
     fn mailbox_len(&self, rank: usize) -> usize {
-        self.shared.procs[rank].mailbox.locked().len()
+        self.shared.procs[rank].mailbox.lock().len()
     }
 
     /// Lose proc `rank`, as if its process died: mail waiting for it is
@@ -484,14 +484,14 @@ impl LocalCluster {
             .get(rank)
             .ok_or_else(|| Error::invalid(format!("no local proc {rank}")))?;
         let mail: Vec<Delivery> = {
-            let mut mb = p.mailbox.locked();
+            let mut mb = p.mailbox.lock();
             if p.lost.swap(true, Ordering::SeqCst) {
                 return Ok(());
             }
             mb.drain(..).collect()
         };
         let relays: Vec<Arc<Collector>> = {
-            let mut r = p.relays.locked();
+            let mut r = p.relays.lock();
             r.drain().map(|(_, c)| c).collect()
         };
         let why = format!("local proc {rank} was lost");
@@ -501,7 +501,7 @@ impl LocalCluster {
             }
         }
         for c in relays {
-            c.st.locked().closed = true;
+            c.st.lock().closed = true;
             if let Upward::Parent(up) = &c.up {
                 up.fail_hop(sh, rank, &why);
             }
@@ -608,7 +608,7 @@ impl LocalCluster {
             ));
             if !routes.lost.is_empty() {
                 // Points on lost procs fail at once (not pending).
-                let mut st = c.st.locked();
+                let mut st = c.st.lock();
                 for &(r, slot) in &routes.lost {
                     let why = format!("local proc {r} was lost");
                     let b = Batch::Values(vec![(slot, PointValue::error(why))]);
@@ -621,7 +621,7 @@ impl LocalCluster {
             if routes.hops.is_empty() {
                 // Nothing to wait for (an empty view, or every point lost).
                 let st = {
-                    let mut st = c.st.locked();
+                    let mut st = c.st.lock();
                     st.closed = true;
                     std::mem::take(&mut *st)
                 };
@@ -650,7 +650,7 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         {
-            let _q = self.shared.runq.locked();
+            let _q = self.shared.runq.lock();
             self.shared.wake.notify_all();
         }
         for t in self.threads.drain(..) {
@@ -669,7 +669,7 @@ impl Shared {
             let r = d.at;
             let p = &self.procs[r];
             {
-                let mut mb = p.mailbox.locked();
+                let mut mb = p.mailbox.lock();
                 if !p.lost.load(Ordering::SeqCst) {
                     mb.push_back(d);
                     drop(mb);
@@ -687,7 +687,7 @@ impl Shared {
             return;
         }
         let one = ready.len() == 1;
-        self.runq.locked().extend(ready);
+        self.runq.lock().extend(ready);
         if one {
             self.wake.notify_one();
         } else {
@@ -698,7 +698,7 @@ impl Shared {
     fn work(&self) {
         loop {
             let r = {
-                let mut q = self.runq.locked();
+                let mut q = self.runq.lock();
                 loop {
                     if self.stop.load(Ordering::SeqCst) {
                         return;
@@ -706,7 +706,7 @@ impl Shared {
                     if let Some(r) = q.pop_front() {
                         break r;
                     }
-                    q = self.wake.wait(q).unwrap_or_else(|p| p.into_inner());
+                    self.wake.wait(&mut q);
                 }
             };
             self.run_proc(r);
@@ -717,13 +717,13 @@ impl Shared {
     fn run_proc(&self, r: usize) {
         let p = &self.procs[r];
         loop {
-            let next = p.mailbox.locked().pop_front();
+            let next = p.mailbox.lock().pop_front();
             match next {
                 Some(d) => self.handle(d),
                 None => {
                     p.scheduled.store(false, Ordering::Release);
                     // A post may have raced with us going idle.
-                    let more = !p.mailbox.locked().is_empty();
+                    let more = !p.mailbox.lock().is_empty();
                     if !more || p.scheduled.swap(true, Ordering::AcqRel) {
                         return;
                     }
@@ -749,14 +749,14 @@ impl Shared {
                 pending.extend(own.map(|_| r));
                 let c = Arc::new(parent.below(r, id, pending));
                 {
-                    let mut st = c.st.locked();
+                    let mut st = c.st.lock();
                     for &(lr, slot) in &routes.lost {
                         let why = format!("local proc {lr} was lost");
                         c.merge(&mut st, Batch::Values(vec![(slot, PointValue::error(why))]));
                     }
                 }
                 let registered = {
-                    let mut relays = self.procs[r].relays.locked();
+                    let mut relays = self.procs[r].relays.lock();
                     // Checked under the lock `lose` drains the relays with.
                     let ok = !self.procs[r].lost.load(Ordering::SeqCst);
                     if ok {
@@ -765,14 +765,14 @@ impl Shared {
                     ok
                 };
                 if !registered {
-                    c.st.locked().closed = true;
+                    c.st.lock().closed = true;
                     parent.fail_hop(self, r, &format!("local proc {r} was lost"));
                     return;
                 }
                 if own.is_none() && routes.hops.is_empty() {
                     // Every point below us is lost: nothing to wait for.
                     let st = {
-                        let mut st = c.st.locked();
+                        let mut st = c.st.lock();
                         st.closed = true;
                         std::mem::take(&mut *st)
                     };
@@ -793,7 +793,7 @@ impl Shared {
         let Some(slot) = own else { return };
         let msg = &d.msg;
         let result = {
-            let mut actors = self.procs[r].actors.locked();
+            let mut actors = self.procs[r].actors.lock();
             match actors.get_mut(&msg.actor) {
                 Some(a) => a.handle(&msg.method, &msg.parts, slot),
                 None => Err(format!("no actor '{}' on local proc {r}", msg.actor)),
@@ -833,7 +833,7 @@ mod tests {
                 .first()
                 .map(|p| u64::from_le_bytes(p[..8].try_into().unwrap()))
                 .unwrap_or(0);
-            self.log.lock().unwrap()[self.base].push((method.to_string(), seq));
+            self.log.lock()[self.base].push((method.to_string(), seq));
             if method == "fail" {
                 return Err(format!("rank {} failed", self.base));
             }
@@ -882,7 +882,7 @@ mod tests {
             let p = v.parts();
             assert_eq!((u(&p[0]), u(&p[1])), (i as u64, i as u64));
         }
-        assert!(log.lock().unwrap().iter().all(|l| l.len() == 1));
+        assert!(log.lock().iter().all(|l| l.len() == 1));
         let st = c.stats();
         assert_eq!(st.root_sends, 16, "the sender sends to K first hops only");
         // A strided slice: points renumbered, every 8th gpu of host 3..5.
@@ -931,7 +931,6 @@ mod tests {
         loop {
             let got: Vec<Vec<u64>> = log
                 .lock()
-                .unwrap()
                 .iter()
                 .map(|l| l.iter().map(|(_, s)| *s).collect())
                 .collect();
@@ -1070,7 +1069,7 @@ mod tests {
     /// Blocks its handler at one base rank until the gate opens.
     struct Gate {
         base: usize,
-        gate: Arc<(Mutex<(bool, usize)>, std::sync::Condvar)>,
+        gate: Arc<(Mutex<(bool, usize)>, Condvar)>,
         at: usize,
     }
 
@@ -1083,15 +1082,12 @@ mod tests {
         ) -> std::result::Result<Vec<Vec<u8>>, String> {
             if self.base == self.at {
                 let (m, cv) = &*self.gate;
-                let mut g = m.lock().unwrap();
+                let mut g = m.lock();
                 g.1 += 1;
                 cv.notify_all();
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
                 while !g.0 && std::time::Instant::now() < deadline {
-                    g = cv
-                        .wait_timeout(g, std::time::Duration::from_millis(100))
-                        .unwrap()
-                        .0;
+                    cv.wait_for(&mut g, std::time::Duration::from_millis(100));
                 }
             }
             Ok(vec![point.to_le_bytes().to_vec()])
@@ -1103,7 +1099,7 @@ mod tests {
         // K = 4, 100 procs: 9's parent is 1; 9's children are 40..44.
         let (n, k, victim) = (100, 4, 9);
         let c = LocalCluster::new(n, 2, k);
-        let gate = Arc::new((Mutex::new((false, 0usize)), std::sync::Condvar::new()));
+        let gate = Arc::new((Mutex::new((false, 0usize)), Condvar::new()));
         let g = gate.clone();
         c.spawn("g", move |base| {
             Box::new(Gate {
@@ -1117,12 +1113,9 @@ mod tests {
         let a = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
         {
             let (m, cv) = &*gate;
-            let mut st = m.lock().unwrap();
+            let mut st = m.lock();
             while st.1 == 0 {
-                st = cv
-                    .wait_timeout(st, std::time::Duration::from_secs(60))
-                    .unwrap()
-                    .0;
+                cv.wait_for(&mut st, std::time::Duration::from_secs(60));
             }
         }
         // Cast B: its delivery waits in 9's mailbox.
@@ -1138,7 +1131,7 @@ mod tests {
         assert!(c.stats().relays > 0);
         c.lose(victim).unwrap();
         // 9 resumes (as a process would not): its reply must be dropped.
-        gate.0.lock().unwrap().0 = true;
+        gate.0.lock().0 = true;
         gate.1.notify_all();
         let subtree: Vec<usize> = vec![9, 40, 41, 42, 43];
         for f in [a, b] {

@@ -5,12 +5,12 @@
 //! the process: forking from a short-lived caller thread (a Python thread,
 //! say) would kill the child when that thread ends.
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::completion::Completion;
 use crate::error::{Error, ErrorKind, Result};
@@ -95,7 +95,7 @@ pub(crate) fn spawn_on_spawner<T: Send + 'static>(
         let _ = tx.send(spawn());
     });
     spawner()
-        .locked()
+        .lock()
         .send(job)
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
     rx.recv()
@@ -179,7 +179,7 @@ pub fn spawn_child_with(
         let _ = tx.send(cmd.spawn());
     });
     spawner()
-        .locked()
+        .lock()
         .send(job)
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
     let mut child = rx
@@ -280,11 +280,9 @@ fn remove_stale(root: &Path) {
     }
 }
 
-/// 128 random bits as hex, from the kernel.
+/// 128 random bits as hex. Kept for the data plane's server name only;
+/// everything else calls [`crate::random::hex128`] and handles its error.
+#[doc(hidden)]
 pub fn random_hex() -> String {
-    let mut buf = [0u8; 16];
-    // SAFETY: getrandom writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut _, buf.len(), 0) };
-    assert_eq!(n, buf.len() as isize, "getrandom failed");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    crate::random::hex128().expect("the kernel's random source failed")
 }

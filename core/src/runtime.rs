@@ -7,12 +7,12 @@
 //! through an executor), and replies complete futures directly from the
 //! reader thread; waiters spin briefly before parking (see `completion`).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// The runtime's maps are looked up on every message; SipHash (std's
@@ -24,6 +24,8 @@ use flatbuffers::FlatBufferBuilder;
 pub(crate) mod cast;
 mod heartbeat;
 mod io;
+mod ports;
+pub use ports::PortReceiver;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 #[cfg(test)]
@@ -40,14 +42,12 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::geometry::Shape;
 use crate::port::{PortRef, StreamPort};
-use crate::process::{random_hex, Child, ExitInfo, SocketDir};
+use crate::process::{Child, ExitInfo, SocketDir};
 use crate::transport::{Listener, Stream};
 use crate::value::{PointValue, ValueMesh};
 use crate::wire::{Envelope, Kind};
 
-/// A pending result: a ValueMesh (empty for operations without values) or
-/// an error that concerns the operation as a whole.
-pub type Future = Completion<Result<ValueMesh>>;
+pub use crate::future::{Answer, Future};
 
 /// Environment variables a worker proc reads at start-up.
 pub const ENV_CONTROLLER: &str = "MONARCH_CONTROLLER";
@@ -65,10 +65,6 @@ fn spawn_timeout() -> Duration {
         .unwrap_or(120);
     Duration::from_secs(secs)
 }
-
-/// An answer to an event: payload parts, or an error message plus parts
-/// (a binding may put a serialized exception there).
-pub type Answer<'a> = std::result::Result<&'a [&'a [u8]], (&'a str, &'a [&'a [u8]])>;
 
 /// What a hosted actor's binding is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,6 +305,11 @@ thread_local! {
     static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
 }
 
+/// 128 random bits as hex (job secrets, socket directory names).
+fn random_hex() -> Result<String> {
+    crate::random::hex128().map_err(|e| Error::io("no random bytes from the kernel", e))
+}
+
 fn unix_path(addr: &str) -> Result<&str> {
     addr.strip_prefix("unix:")
         .ok_or_else(|| Error::invalid(format!("not a Unix socket address: '{addr}'")))
@@ -346,14 +347,14 @@ impl Runtime {
                 Runtime::start(listen, token, Some(controller), None)
             }
             Err(_) => {
-                let dir = SocketDir::create(&random_hex()[..8])?;
+                let dir = SocketDir::create(&random_hex()?[..8])?;
                 let addr = format!("unix:{}/controller.sock", dir.path.display());
                 // A controller that works with host agents shares the job
                 // secret with them; otherwise every run gets a fresh one.
-                let token = std::env::var(ENV_JOB_TOKEN)
-                    .ok()
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or_else(random_hex);
+                let token = match std::env::var(ENV_JOB_TOKEN) {
+                    Ok(t) if !t.is_empty() => t,
+                    _ => random_hex()?,
+                };
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
         }
@@ -532,9 +533,9 @@ impl Runtime {
     ) -> Result<Vec<String>> {
         self.check_running()?;
         let dir = {
-            let mut d = self.inner.dir.locked();
+            let mut d = self.inner.dir.lock();
             if d.is_none() {
-                *d = Some(SocketDir::create(&random_hex()[..8])?);
+                *d = Some(SocketDir::create(&random_hex()?[..8])?);
             }
             d.as_ref().map(|d| d.path.clone()).unwrap_or_default()
         };
@@ -544,10 +545,7 @@ impl Runtime {
             // Waiting for Ready reads our sockets, like any other wait.
             let ready: Completion<Result<()>> =
                 Completion::with_pump(None, Some(self.inner.pump.clone()));
-            self.inner
-                .ready
-                .locked()
-                .insert(addr.clone(), ready.clone());
+            self.inner.ready.lock().insert(addr.clone(), ready.clone());
             let mut env = env.to_vec();
             env.extend([
                 (ENV_CONTROLLER.to_string(), self.inner.addr.clone()),
@@ -577,7 +575,7 @@ impl Runtime {
                     if let Some((out, err)) = output {
                         crate::logs::forward_local(out, err, rank as u64);
                     }
-                    self.inner.children.locked().insert(addr.clone(), c);
+                    self.inner.children.lock().insert(addr.clone(), c);
                 }
                 Err(e) => {
                     // Undo what was started so far.
@@ -598,7 +596,7 @@ impl Runtime {
         self.inner.forget_lost(addrs);
         self.stop_remote(addrs, grace);
         let children: Vec<Arc<Child>> = {
-            let c = self.inner.children.locked();
+            let c = self.inner.children.lock();
             addrs.iter().filter_map(|a| c.get(a).cloned()).collect()
         };
         self.inner.mark_stopping(addrs);
@@ -671,7 +669,7 @@ impl Runtime {
         if n == 0 {
             g.finish();
         } else {
-            self.inner.ports.locked().insert(port, g);
+            self.inner.ports.lock().insert(port, g);
             self.inner.io.gather_missing.store(n, Ordering::Relaxed);
         }
         (port, done)
@@ -682,7 +680,7 @@ impl Runtime {
     /// connect); one lock for all, none when no proc is starting.
     pub(crate) fn wait_ready_all<'a>(&self, addrs: impl Iterator<Item = &'a str>) {
         let pending: Vec<Completion<Result<()>>> = {
-            let ready = self.inner.ready.locked();
+            let ready = self.inner.ready.lock();
             if ready.is_empty() {
                 return;
             }
@@ -696,7 +694,7 @@ impl Runtime {
     /// How many procs are recorded as lost (for tests: the set is bounded).
     #[doc(hidden)]
     pub fn lost_count(&self) -> usize {
-        self.inner.lost.locked().len()
+        self.inner.lost.lock().len()
     }
 
     /// Multicast relays (a forwarding proc's collection of its subtree's
@@ -711,22 +709,22 @@ impl Runtime {
         if !self.inner.any_lost.load(Ordering::Relaxed) {
             return Vec::new();
         }
-        let lost = self.inner.lost.locked();
+        let lost = self.inner.lost.lock();
         lost.iter().cloned().collect()
     }
 
     /// Whether the connection to the proc at `addr` was lost (the
     /// multicast tree then routes around it).
     pub(crate) fn is_lost(&self, addr: &str) -> bool {
-        self.inner.any_lost.load(Ordering::Relaxed) && self.inner.lost.locked().contains(addr)
+        self.inner.any_lost.load(Ordering::Relaxed) && self.inner.lost.lock().contains(addr)
     }
 
     pub(crate) fn register_stream(&self, id: u64, port: Arc<StreamPort>) {
-        self.inner.streams.locked().insert(id, port);
+        self.inner.streams.lock().insert(id, port);
     }
 
     pub(crate) fn close_stream(&self, id: u64) {
-        self.inner.streams.locked().remove(&id);
+        self.inner.streams.lock().remove(&id);
     }
 
     /// Record a proc mesh spawned by this process (owned by the actor whose
@@ -773,7 +771,7 @@ impl Runtime {
                     });
             }
             let popped = {
-                let mut g = q.q.locked();
+                let mut g = q.q.lock();
                 let ev = g.pop_front();
                 if ev.is_some() {
                     q.len.fetch_sub(1, Ordering::AcqRel);
@@ -812,7 +810,7 @@ impl Runtime {
     }
 
     fn actor_state(&self, key: &str) -> Option<ActorState> {
-        self.inner.actors.locked().get(key).cloned()
+        self.inner.actors.lock().get(key).cloned()
     }
 
     /// Stop accepting work, close every connection, stop every child proc
@@ -824,7 +822,7 @@ impl Runtime {
         let children: Vec<String> = self
             .inner
             .children
-            .locked()
+            .lock()
             .keys()
             .cloned()
             .chain(self.inner.remote.addrs())
@@ -841,27 +839,22 @@ impl Runtime {
             l.shutdown();
             let _ = std::fs::remove_file(path);
         }
-        let conns: Vec<Arc<Conn>> = self.inner.conns.locked().drain().map(|(_, c)| c).collect();
+        let conns: Vec<Arc<Conn>> = self.inner.conns.lock().drain().map(|(_, c)| c).collect();
         for c in conns {
             c.shutdown();
         }
         if let Ok(path) = unix_path(&self.inner.addr) {
             let _ = std::fs::remove_file(path);
         }
-        self.inner.dir.locked().take();
+        self.inner.dir.lock().take();
         // Fail whatever is still waiting.
-        let ports: Vec<Arc<Gather>> = self.inner.ports.locked().drain().map(|(_, g)| g).collect();
+        let ports: Vec<Arc<Gather>> = self.inner.ports.lock().drain().map(|(_, g)| g).collect();
         for g in ports {
             g.done
                 .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
         }
-        let streams: Vec<Arc<StreamPort>> = self
-            .inner
-            .streams
-            .locked()
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
+        let streams: Vec<Arc<StreamPort>> =
+            self.inner.streams.lock().drain().map(|(_, s)| s).collect();
         for s in streams {
             s.close("runtime was shut down");
         }
@@ -883,7 +876,7 @@ impl Runtime {
 impl Gather {
     fn finish(&self) {
         let values: Vec<PointValue> = {
-            let mut st = self.state.locked();
+            let mut st = self.state.lock();
             st.values
                 .iter_mut()
                 .map(|v| v.take().unwrap_or_else(|| PointValue::error("no reply")))
@@ -947,7 +940,7 @@ impl Inner {
             }
         };
         self.conns
-            .locked()
+            .lock()
             .entry(peer)
             .or_insert_with(|| conn.clone());
         self.conns_changed();
@@ -961,20 +954,20 @@ impl Inner {
     fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
         let gate = self
             .connecting
-            .locked()
+            .lock()
             .entry(addr.to_string())
             .or_default()
             .clone();
         let result = {
-            let _one_at_a_time = gate.locked();
+            let _one_at_a_time = gate.lock();
             // Another thread may have connected while we waited.
-            let existing = self.conns.locked().get(addr).cloned();
+            let existing = self.conns.lock().get(addr).cloned();
             match existing {
                 Some(c) => Ok(c),
                 None => self.connect_now(addr),
             }
         };
-        let mut connecting = self.connecting.locked();
+        let mut connecting = self.connecting.lock();
         // Forget the gate once no other thread holds it.
         if Arc::strong_count(&gate) == 2 {
             connecting.remove(addr);
@@ -1001,7 +994,7 @@ impl Inner {
                 .map_err(|e| Error::io("socket setup", e))?,
         );
         let registered = {
-            let mut conns = self.conns.locked();
+            let mut conns = self.conns.lock();
             let c = conns
                 .entry(addr.to_string())
                 .or_insert_with(|| conn.clone())
@@ -1021,7 +1014,7 @@ impl Inner {
             return;
         }
         let peer_still_connected = {
-            let mut conns = self.conns.locked();
+            let mut conns = self.conns.lock();
             conns.retain(|_, c| !Arc::ptr_eq(c, conn));
             conns.contains_key(&conn.peer)
         };
@@ -1042,7 +1035,7 @@ impl Inner {
                 self.fail_peer_slots(peer, &p.exit.peek().unwrap_or_default());
             }
         }
-        let child = self.children.locked().get(peer).cloned();
+        let child = self.children.lock().get(peer).cloned();
         let why = match child {
             // Prefer the exit status to "connection closed" when we can get it.
             Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
@@ -1074,7 +1067,7 @@ impl Inner {
     /// These procs are being stopped: no cast will be routed through them
     /// again, so they leave the lost set.
     fn forget_lost(&self, addrs: &[String]) {
-        let mut lost = self.lost.locked();
+        let mut lost = self.lost.lock();
         for a in addrs {
             lost.remove(a);
         }
@@ -1086,7 +1079,7 @@ impl Inner {
     fn fail_peer_slots(&self, peer: &str, why: &str) {
         let ports: Vec<(u64, Arc<Gather>)> = self
             .ports
-            .locked()
+            .lock()
             .iter()
             .map(|(k, g)| (*k, g.clone()))
             .collect();
@@ -1094,7 +1087,7 @@ impl Inner {
         // away) is not recorded, so the set holds only failed procs of
         // meshes not yet stopped (`forget_lost`) instead of growing forever.
         if !self.is_stopping(peer) {
-            self.lost.locked().insert(peer.to_string());
+            self.lost.lock().insert(peer.to_string());
             self.any_lost.store(true, Ordering::Relaxed);
         }
         if let Some(me) = self.me.upgrade() {
@@ -1115,7 +1108,7 @@ impl Inner {
         }
         let streams: Vec<(u64, Arc<StreamPort>)> = self
             .streams
-            .locked()
+            .lock()
             .iter()
             .map(|(k, s)| (*k, s.clone()))
             .collect();
@@ -1132,7 +1125,7 @@ impl Inner {
             ErrorKind::ProcFailed,
             format!("proc {} {exit} before it was ready", child.addr),
         )));
-        self.ready.locked().remove(&child.addr);
+        self.ready.lock().remove(&child.addr);
         // Recorded first, so a call made once this one failed fails at once.
         self.proc_failed(child, exit);
         self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
@@ -1140,7 +1133,7 @@ impl Inner {
 
     fn push_event(&self, ev: Event) {
         {
-            let mut q = self.events.q.locked();
+            let mut q = self.events.q.lock();
             q.push_back(ev);
             self.events.len.fetch_add(1, Ordering::AcqRel);
         }
@@ -1156,7 +1149,7 @@ impl Inner {
         } = frame;
         match env.kind {
             Kind::Ready => {
-                let r = self.ready.locked().remove(peer);
+                let r = self.ready.lock().remove(peer);
                 match r {
                     Some(r) => {
                         self.heartbeat_seen(peer);
@@ -1254,7 +1247,7 @@ impl Inner {
     /// Decide whether an actor-bound event may be queued; Err is the reason
     /// it is refused (answered to the sender as an error).
     fn admit(&self, ev: &Event) -> std::result::Result<(), String> {
-        let mut actors = self.actors.locked();
+        let mut actors = self.actors.lock();
         match ev.kind {
             EventKind::Spawn => {
                 if actors.contains_key(&ev.actor) {
@@ -1306,10 +1299,10 @@ impl Inner {
                     Ok(_) => ActorState::Alive,
                     Err((msg, _)) => ActorState::Failed(format!("constructor raised: {msg}")),
                 };
-                self.actors.locked().insert(ev.actor.clone(), state);
+                self.actors.lock().insert(ev.actor.clone(), state);
             }
             EventKind::StopActor => {
-                self.actors.locked().remove(&ev.actor);
+                self.actors.lock().remove(&ev.actor);
             }
             EventKind::Supervise => {
                 self.supervise_answered(ev, &result);
@@ -1355,7 +1348,7 @@ impl Inner {
     }
 
     fn fill(&self, port: u64, slot: u64, value: PointValue) {
-        let g = self.ports.locked().get(&port).cloned();
+        let g = self.ports.lock().get(&port).cloned();
         let Some(g) = g else {
             let value = match self.me.upgrade() {
                 Some(me) => match me.relay_fill(port, slot, value) {
@@ -1364,11 +1357,11 @@ impl Inner {
                 },
                 None => value,
             };
-            let s = self.streams.locked().get(&port).cloned();
+            let s = self.streams.lock().get(&port).cloned();
             match s {
                 Some(s) => {
                     if s.deliver(slot, value) {
-                        self.streams.locked().remove(&port);
+                        self.streams.lock().remove(&port);
                     }
                 }
                 None => tracing::debug!(port, "reply to a closed port dropped"),
@@ -1376,7 +1369,7 @@ impl Inner {
             return;
         };
         let finished = {
-            let mut st = g.state.locked();
+            let mut st = g.state.lock();
             let Some(cell) = st.values.get_mut(slot as usize) else {
                 tracing::warn!(port, slot, "reply to a slot that does not exist");
                 return;
@@ -1392,7 +1385,7 @@ impl Inner {
             st.remaining == 0
         };
         if finished {
-            self.ports.locked().remove(&port);
+            self.ports.lock().remove(&port);
             g.finish();
         }
     }
@@ -1432,11 +1425,11 @@ impl Inner {
     }
 
     fn conn_to(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        if let Some(c) = self.conns.locked().get(addr) {
+        if let Some(c) = self.conns.lock().get(addr) {
             return Ok(c.clone());
         }
         // A child we started connects to us; wait until it has said Ready.
-        let pending = self.ready.locked().get(addr).cloned();
+        let pending = self.ready.lock().get(addr).cloned();
         if let Some(ready) = pending {
             if !ready.wait(Some(spawn_timeout())) {
                 return Err(Error::new(
@@ -1448,7 +1441,7 @@ impl Inner {
                 ));
             }
             ready.peek().unwrap_or(Ok(()))?;
-            if let Some(c) = self.conns.locked().get(addr) {
+            if let Some(c) = self.conns.lock().get(addr) {
                 return Ok(c.clone());
             }
         }
@@ -1464,7 +1457,7 @@ impl Inner {
     /// If `addr` is a child of ours that has exited (waiting up to `wait`
     /// for it to be reaped), an error saying how it ended.
     fn child_exit_error(&self, addr: &str, wait: Duration) -> Option<Error> {
-        let child = self.children.locked().get(addr).cloned()?;
+        let child = self.children.lock().get(addr).cloned()?;
         child.exit.wait(Some(wait));
         let exit = child.exit.peek()?;
         Some(Error::new(

@@ -328,6 +328,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn views_survive_the_wire() {
+        // A reference to a view (e.g. a pickled sliced mesh) keeps the view.
+        let hg = || Shape::new(&[("hosts", 2), ("gpus", 4)]).unwrap();
+        let views = [
+            hg().select("gpus", Some(1), None, 2).unwrap(),
+            hg().at("hosts", 1).unwrap().flatten("x").unwrap(),
+            hg().split("gpus", &[("a", None), ("b", Some(2))])
+                .unwrap()
+                .rename(&[("hosts", "dp")])
+                .unwrap()
+                .at("b", 1)
+                .unwrap(),
+        ];
+        for v in views {
+            let back = decode_shape(&encode_shape(&v)).unwrap();
+            assert_eq!(back, v);
+            assert_eq!(
+                back.base_ranks().collect::<Vec<_>>(),
+                v.base_ranks().collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
     fn envelope_round_trip() {
         let shape = Shape::new(&[("gpus", 4)]).unwrap();
         let mut e = Envelope::new(Kind::Message);

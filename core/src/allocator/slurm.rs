@@ -19,12 +19,12 @@
 //! from the kernel if this process dies (`PR_SET_PDEATHSIG`), so neither
 //! agents nor allocations outlive the controller.
 
-use crate::sync::LockExt;
+use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -312,7 +312,7 @@ impl SlurmAgents {
         }
         let deadline = Instant::now() + timeout;
         let shared = self.shared.clone();
-        let mut seen = shared.seen.locked();
+        let mut seen = shared.seen.lock();
         let failed = loop {
             if let Some(line) = &seen.malformed {
                 break Failed::Malformed(line.clone());
@@ -334,11 +334,7 @@ impl SlurmAgents {
             if now >= deadline {
                 break Failed::TimedOut;
             }
-            seen = shared
-                .changed
-                .wait_timeout(seen, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            shared.changed.wait_for(&mut seen, deadline - now);
         };
         let (ready, pending) = (seen.ready.len(), seen.pending);
         drop(seen);
@@ -352,13 +348,11 @@ impl SlurmAgents {
         };
         let seen = {
             let deadline = Instant::now() + Duration::from_secs(2);
-            let mut seen = shared.seen.locked();
+            let mut seen = shared.seen.lock();
             while seen.eof < 2 && Instant::now() < deadline {
-                seen = shared
+                shared
                     .changed
-                    .wait_timeout(seen, Duration::from_millis(100))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+                    .wait_for(&mut seen, Duration::from_millis(100));
             }
             seen
         };
@@ -409,13 +403,13 @@ impl SlurmAgents {
 
     /// The SLURM job id (as srun reported it, or the allocation's).
     pub fn job_id(&self) -> Option<String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.job_id.clone().or_else(|| self.alloc_job.clone())
     }
 
     /// The step id `<job>.<step>` of the agents, as srun reported it.
     pub fn step_id(&self) -> Option<String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.step_id.clone()
     }
 
@@ -433,20 +427,20 @@ impl SlurmAgents {
     /// The node name of each agent, in task order (as srun reported them;
     /// empty if it did not).
     pub fn nodes(&self) -> Vec<String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.nodes.values().cloned().collect()
     }
 
     /// Tasks srun reported as ended (task number -> how), e.g. an agent
     /// that was killed.
     pub fn ended_tasks(&self) -> BTreeMap<usize, String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.ended.clone()
     }
 
     /// Whether srun is still running.
     pub fn is_running(&self) -> bool {
-        let mut child = self.child.locked();
+        let mut child = self.child.lock();
         match child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => false,
@@ -458,7 +452,7 @@ impl SlurmAgents {
     /// Returns once srun has exited. Idempotent.
     pub fn stop(&self) {
         let running = {
-            let mut child = self.child.locked();
+            let mut child = self.child.lock();
             match child.as_mut() {
                 Some(c) => matches!(c.try_wait(), Ok(None)),
                 None => false,
@@ -483,7 +477,7 @@ impl SlurmAgents {
     /// allocation) or its job (one srun made), so no agent outlives it.
     fn scancel(&self) {
         let target = {
-            let seen = self.shared.seen.locked();
+            let seen = self.shared.seen.lock();
             if self.alloc_job.is_some() {
                 seen.step_id.clone()
             } else {
@@ -503,7 +497,7 @@ impl SlurmAgents {
     }
 
     fn kill(&self) {
-        let mut child = self.child.locked();
+        let mut child = self.child.lock();
         if let Some(c) = child.as_mut() {
             let _ = c.kill();
         }
@@ -516,7 +510,7 @@ impl SlurmAgents {
         let mut sleep = Duration::from_millis(1);
         loop {
             {
-                let mut child = self.child.locked();
+                let mut child = self.child.lock();
                 match child.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(Some(status))) => return Some(status),
                     Some(Ok(None)) => {}
@@ -631,7 +625,7 @@ fn spawn_reader(
                 }
                 let line = String::from_utf8_lossy(&buf);
                 let line = line.trim_end_matches(['\n', '\r']).to_string();
-                let mut seen = shared.seen.locked();
+                let mut seen = shared.seen.lock();
                 let keep = if is_stderr {
                     tracing::debug!("{line}");
                     on_srun_line(&mut seen, &line)
@@ -646,7 +640,7 @@ fn spawn_reader(
                 drop(seen);
                 shared.changed.notify_all();
             }
-            let mut seen = shared.seen.locked();
+            let mut seen = shared.seen.lock();
             seen.eof += 1;
             drop(seen);
             shared.changed.notify_all();

@@ -8,10 +8,10 @@
 //! watches the notification fd; it also guarantees that batched frames are
 //! written within `FLUSH_DELAY`. See docs/architecture.md, "Waiting".
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Inner, BURST};
@@ -284,13 +284,13 @@ impl Inner {
     }
 
     pub(super) fn conn_list(&self) -> Vec<Arc<Conn>> {
-        self.conns.locked().values().cloned().collect()
+        self.conns.lock().values().cloned().collect()
     }
 
     /// Read what one connection has ready (waiting for its reader lock).
     pub(super) fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
         let result = {
-            let mut r = conn.reader.locked();
+            let mut r = conn.reader.lock();
             r.drain(&mut |f| self.dispatch(&conn.peer, f))
         };
         if let Err(e) = result {
@@ -309,8 +309,8 @@ impl Inner {
     /// Read one connection unless another thread is reading it.
     fn try_drain(self: &Arc<Self>, conn: &Arc<Conn>) {
         let result = match conn.reader.try_lock() {
-            Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
-            Err(_) => return,
+            Some(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
+            None => return,
         };
         if let Err(e) = result {
             self.conn_failed(conn, e);
@@ -366,7 +366,7 @@ impl Inner {
         if self.parking.count.load(Ordering::SeqCst) == 0 {
             return;
         }
-        for fd in self.parking.fds.locked().iter() {
+        for fd in self.parking.fds.lock().iter() {
             // A parked thread's own eventfd stays registered, hence open,
             // until that thread unparks.
             signal_eventfd(*fd);
@@ -405,7 +405,7 @@ impl Inner {
                 }
             };
             {
-                let mut fds = self.parking.fds.locked();
+                let mut fds = self.parking.fds.lock();
                 fds.push(own);
                 self.parking.count.fetch_add(1, Ordering::SeqCst);
             }
@@ -426,7 +426,7 @@ impl Inner {
                 polled = Some((conns, fds));
             }
             {
-                let mut fds = self.parking.fds.locked();
+                let mut fds = self.parking.fds.lock();
                 if let Some(i) = fds.iter().position(|f| *f == own) {
                     fds.swap_remove(i);
                 }

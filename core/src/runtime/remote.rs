@@ -14,9 +14,9 @@
 //! A remote proc's exit, its host's loss and a lost heartbeat feed the same
 //! supervision path as a local child's death (`proc_failed_at`).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Inner, Runtime};
@@ -45,12 +45,12 @@ pub(crate) struct RemoteProcs {
 
 impl RemoteProcs {
     pub(super) fn get(&self, addr: &str) -> Option<Arc<RemoteProc>> {
-        self.procs.locked().get(addr).cloned()
+        self.procs.lock().get(addr).cloned()
     }
 
     fn of_agent(&self, agent: &str) -> Vec<(String, Arc<RemoteProc>)> {
         self.procs
-            .locked()
+            .lock()
             .iter()
             .filter(|(_, p)| p.agent == agent)
             .map(|(a, p)| (a.clone(), p.clone()))
@@ -58,7 +58,7 @@ impl RemoteProcs {
     }
 
     pub(crate) fn addrs(&self) -> Vec<String> {
-        self.procs.locked().keys().cloned().collect()
+        self.procs.lock().keys().cloned().collect()
     }
 }
 
@@ -129,8 +129,8 @@ impl Runtime {
     pub(crate) fn expect_remote(&self, addr: &str, agent: &str) {
         let ready: Completion<Result<()>> =
             Completion::with_pump(None, Some(self.inner.pump.clone()));
-        self.inner.ready.locked().insert(addr.to_string(), ready);
-        self.inner.remote.procs.locked().insert(
+        self.inner.ready.lock().insert(addr.to_string(), ready);
+        self.inner.remote.procs.lock().insert(
             addr.to_string(),
             Arc::new(RemoteProc {
                 agent: agent.to_string(),
@@ -152,12 +152,7 @@ impl Runtime {
             if p.exit.is_ready() {
                 continue;
             }
-            let connected = self
-                .inner
-                .conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(addr);
+            let connected = self.inner.conns.lock().contains_key(addr);
             if connected {
                 let mut env = Envelope::new(Kind::StopProc);
                 env.sender = self.inner.addr.clone();
@@ -238,12 +233,7 @@ impl Inner {
         // Recorded first, so a call made once this one failed fails at once.
         self.proc_failed_at(addr, cause, code, how);
         p.exit.complete(why.to_string());
-        if let Some(r) = self
-            .ready
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(addr)
-        {
+        if let Some(r) = self.ready.lock().remove(addr) {
             r.complete(Err(Error::new(ErrorKind::ProcFailed, why.to_string())));
         }
         self.fail_peer_slots(addr, why);
@@ -271,11 +261,10 @@ impl Inner {
     /// cause HeartbeatLost, and its agent is asked to kill it.
     pub(super) fn remote_heartbeat_round(&self, timeout: Duration) {
         let targets: Vec<(String, Arc<RemoteProc>)> = {
-            let pending = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+            let pending = self.ready.lock();
             self.remote
                 .procs
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .filter(|(a, p)| !p.exit.is_ready() && !pending.contains_key(*a))
                 .map(|(a, p)| (a.clone(), p.clone()))
@@ -288,17 +277,11 @@ impl Inner {
         let mut live = Vec::new();
         let mut lost = Vec::new();
         {
-            let mut seen = self.hb.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.hb.seen.lock();
             for (addr, p) in targets {
                 let last = *seen.entry(addr.clone()).or_insert(now);
                 if now.duration_since(last) > timeout {
-                    if self
-                        .hb
-                        .lost
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(addr.clone())
-                    {
+                    if self.hb.lost.lock().insert(addr.clone()) {
                         lost.push((addr, p));
                     }
                 } else {
@@ -306,13 +289,7 @@ impl Inner {
                 }
             }
         }
-        let conn_of = |addr: &str| {
-            self.conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(addr)
-                .cloned()
-        };
+        let conn_of = |addr: &str| self.conns.lock().get(addr).cloned();
         let mut hb = Envelope::new(Kind::Heartbeat);
         hb.sender = self.addr.clone();
         for addr in live {
@@ -361,7 +338,7 @@ impl Runtime {
     pub fn serve_builtin(&self, name: &str) {
         self.inner
             .actors
-            .locked()
+            .lock()
             .insert(name.to_string(), super::ActorState::Alive);
     }
 
@@ -372,7 +349,7 @@ impl Runtime {
 
     /// Whether a connection to (or from) `addr` is open.
     pub fn is_connected(&self, addr: &str) -> bool {
-        self.inner.conns.locked().contains_key(addr)
+        self.inner.conns.lock().contains_key(addr)
     }
 
     /// Report `method` with `parts` to the controller at `controller`
