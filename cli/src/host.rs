@@ -25,10 +25,14 @@ use std::time::{Duration, Instant};
 
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
+use monarch_core::agent_protocol::{
+    AGENT_ACTOR, EXIT, EXIT_CODE, EXIT_SIGNAL, INFO, KILL, LOG, LOG_STDERR, LOG_STDOUT, PREPARE,
+    START,
+};
 use monarch_core::completion::Completion;
 use monarch_core::process::{spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
 use monarch_core::runtime::{
-    AGENT_ACTOR, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
+    ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
@@ -249,13 +253,13 @@ impl Agent {
             return;
         }
         let result = match ev.method.as_str() {
-            "info" => Ok(vec![hostname().into_bytes()]),
-            "prepare" => self.prepare(&ev.parts),
-            "start" => match ev.sender().map(str::to_string) {
+            INFO => Ok(vec![hostname().into_bytes()]),
+            PREPARE => self.prepare(&ev.parts),
+            START => match ev.sender().map(str::to_string) {
                 Some(controller) => self.start(&ev.parts, controller),
                 None => Err("start needs a reply port".to_string()),
             },
-            "kill" => {
+            KILL => {
                 self.kill(&ev.parts);
                 Ok(Vec::new())
             }
@@ -362,13 +366,13 @@ impl Agent {
                     procs.lock().remove(&child.addr);
                     let how = exit.to_string();
                     let (kind, n) = match exit {
-                        ExitInfo::Code(c) => ("code", c),
-                        ExitInfo::Signal(s) => ("signal", s),
+                        ExitInfo::Code(c) => (EXIT_CODE, c),
+                        ExitInfo::Signal(s) => (EXIT_SIGNAL, s),
                     };
                     let n = n.to_string();
                     let _ = rt.report(
                         &ctrl,
-                        "exit",
+                        EXIT,
                         &[
                             child.addr.as_bytes(),
                             how.as_bytes(),
@@ -381,8 +385,8 @@ impl Agent {
             drop(listener); // the child has its own copy
             let (child, output) = spawned.map_err(|e| format!("cannot start {argv:?}: {e}"))?;
             if let Some((out, err)) = output {
-                self.forward(out, &controller, addr, rank, "out");
-                self.forward(err, &controller, addr, rank, "err");
+                self.forward(out, &controller, addr, rank, LOG_STDOUT);
+                self.forward(err, &controller, addr, rank, LOG_STDERR);
             }
             self.procs.lock().insert(
                 addr.clone(),
@@ -430,7 +434,7 @@ impl Agent {
                             if rt
                                 .report(
                                     &controller,
-                                    "log",
+                                    LOG,
                                     &[addr.as_bytes(), rank.as_bytes(), which.as_bytes(), &line],
                                 )
                                 .is_err()

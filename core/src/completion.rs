@@ -6,8 +6,9 @@
 //! for a short, bounded time (yielding the CPU between checks, so a runnable
 //! peer is not starved) before parking on a condition variable.
 
+use crate::eventfd::EventFd;
 use parking_lot::{Condvar, Mutex};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,20 +144,14 @@ pub fn spin_until(budget: Duration, deadline: Option<Instant>, ready: impl Fn() 
 /// An eventfd that becomes readable when any completion or event of its
 /// runtime arrives, so a foreign event loop can watch one descriptor.
 pub struct Notifier {
-    fd: OwnedFd,
+    fd: EventFd,
     armed: AtomicBool,
 }
 
 impl Notifier {
     pub fn new() -> std::io::Result<Notifier> {
-        // SAFETY: plain syscall; the result is checked before use.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor we own.
         Ok(Notifier {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: EventFd::new()?,
             armed: AtomicBool::new(false),
         })
     }
@@ -165,7 +160,7 @@ impl Notifier {
     /// write syscall is spent per completion).
     pub fn fd(&self) -> RawFd {
         self.armed.store(true, Ordering::SeqCst);
-        self.fd.as_raw_fd()
+        self.fd.fd()
     }
 
     /// Whether someone asked for the descriptor (and may be watching it).
@@ -175,18 +170,13 @@ impl Notifier {
 
     pub fn signal(&self) {
         if self.armed.load(Ordering::Relaxed) {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full
-            // counter (EAGAIN) already means "readable", so errors are moot.
-            unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const _, 8) };
+            self.fd.signal();
         }
     }
 
     /// Reset the descriptor to not-readable.
     pub fn clear(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64; EAGAIN means already clear.
-        unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+        self.fd.drain();
     }
 }
 

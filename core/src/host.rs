@@ -9,6 +9,7 @@
 //! them) with the job secret, see [`crate::auth`]. The protocol is in
 //! `runtime/remote.rs`; docs/hosts.md has the whole story.
 
+use crate::agent_protocol;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,7 +86,7 @@ impl HostMesh {
             .collect::<Result<_>>()?;
         let futs: Vec<Result<Future>> = hosts
             .iter()
-            .map(|h| rt.call_agent(h, "info", &[]))
+            .map(|h| rt.call_agent(h, agent_protocol::INFO, &[]))
             .collect();
         for (h, f) in hosts.iter().zip(futs) {
             wait_one(&f?, &format!("host agent {h}"))?;
@@ -140,7 +141,10 @@ impl HostMesh {
         //    before any proc can report Ready.
         let prepared: Vec<Result<Future>> = hosts
             .iter()
-            .map(|h| self.rt.call_agent(h, "prepare", &[n.as_bytes()]))
+            .map(|h| {
+                self.rt
+                    .call_agent(h, agent_protocol::PREPARE, &[n.as_bytes()])
+            })
             .collect();
         let mut addrs: Vec<Vec<String>> = Vec::with_capacity(hosts.len());
         for (h, f) in hosts.iter().zip(prepared) {
@@ -175,7 +179,7 @@ impl HostMesh {
             let list = addrs[i].join("\n");
             started.push(self.rt.call_agent(
                 h,
-                "start",
+                agent_protocol::START,
                 &[
                     controller.as_bytes(),
                     base.as_bytes(),

@@ -20,11 +20,13 @@
 //! - [`allocator`]: obtaining host agents (SLURM)
 //! - [`supervision`]: failure events sent up the ownership tree
 
+pub mod agent_protocol;
 pub mod allocator;
 pub mod auth;
 pub mod completion;
 mod conn;
 pub mod error;
+mod eventfd;
 pub mod frame;
 pub mod future;
 pub mod geometry;

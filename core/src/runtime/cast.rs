@@ -100,10 +100,7 @@ impl Inner {
             .zip(&env.cast_addrs)
             .map(|(&r, a)| (r as usize, a.as_str()))
             .collect();
-        let lost = |r: usize| {
-            self.any_lost.load(std::sync::atomic::Ordering::Relaxed)
-                && addrs.get(&r).is_some_and(|a| self.lost.lock().contains(*a))
-        };
+        let lost = |r: usize| addrs.get(&r).is_some_and(|a| self.peers.is_lost(a));
         let members = env.cast_ranks[1..]
             .iter()
             .zip(&env.cast_slots[1..])
@@ -191,15 +188,8 @@ impl Inner {
         // relay: its loss may have been handled before the relay existed
         // (it would then wait for that child forever).
         if let Some((id, r)) = relay {
-            if self.any_lost.load(Ordering::Relaxed) {
-                let gone: Vec<String> = {
-                    let lost = self.lost.lock();
-                    r.owed
-                        .keys()
-                        .filter(|a| lost.contains(*a))
-                        .cloned()
-                        .collect()
-                };
+            {
+                let gone = self.peers.lost_among(r.owed.keys());
                 for peer in gone {
                     let why = format!("lost connection to proc {peer}");
                     self.relay_fail_owed(&[(id, r.clone())], &peer, &why);

@@ -14,12 +14,10 @@
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::io::signal_eventfd;
 use super::Inner;
 use crate::wire::{Envelope, Kind};
 
@@ -78,7 +76,7 @@ impl Inner {
 
     /// Answer a parent's heartbeat, never blocking the reading thread.
     pub(super) fn answer_heartbeat(&self, peer: &str) {
-        let conn = self.conns.lock().get(peer).cloned();
+        let conn = self.peers.get(peer);
         let Some(conn) = conn else { return };
         let mut env = Envelope::new(Kind::HeartbeatAck);
         env.sender = self.addr.clone();
@@ -89,13 +87,13 @@ impl Inner {
         let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(128);
         let header = env.encode(&mut fbb);
         if conn.try_buffer(header, &[]).is_some() && !self.deferred.swap(true, Ordering::SeqCst) {
-            signal_eventfd(self.io.kick.as_raw_fd());
+            self.io.kick.signal();
         }
     }
 
     /// One round: declare hung children failed, probe the others.
     fn heartbeat_round(&self, timeout: Duration) {
-        let children: Vec<_> = self.children.lock().values().cloned().collect();
+        let children: Vec<_> = self.children.all();
         let now = Instant::now();
         let mut live = Vec::new();
         {
@@ -124,7 +122,7 @@ impl Inner {
         let mut env = Envelope::new(Kind::Heartbeat);
         env.sender = self.addr.clone();
         for addr in live {
-            let conn = self.conns.lock().get(&addr).cloned();
+            let conn = self.peers.get(&addr);
             if let Some(conn) = conn {
                 self.buffer_small(&conn, &env);
             }

@@ -279,9 +279,7 @@ impl Inner {
         payload: Vec<u8>,
         caused_by: Option<SupervisionEvent>,
     ) {
-        self.actors
-            .lock()
-            .insert(key.to_string(), ActorState::Failed(report.to_string()));
+        self.actors.set(key, ActorState::Failed(report.to_string()));
         let (spawner, rank) = match self.sup.hosted.lock().get(key) {
             Some(h) => (h.spawner.clone(), h.rank),
             None => {
@@ -379,8 +377,7 @@ impl Inner {
 
     /// Deliver an event to its owner: an actor hosted here, or the top level.
     fn route(&self, ev: SupervisionEvent) {
-        let owner_alive = !ev.owner.is_empty()
-            && matches!(self.actors.lock().get(&ev.owner), Some(ActorState::Alive));
+        let owner_alive = !ev.owner.is_empty() && self.actors.is_alive(&ev.owner);
         if owner_alive {
             let bytes = ev.encode();
             self.push_event(Event {
@@ -430,7 +427,7 @@ impl Inner {
     /// owner's own stop is handled.
     pub(super) fn stop_owned_then(self: &Arc<Self>, owner: Option<&str>, ev: Event) {
         let addrs: Vec<String> = match owner {
-            None => self.children.lock().keys().cloned().collect(),
+            None => self.children.addrs(),
             Some(o) => self
                 .sup
                 .proc_meshes
@@ -440,13 +437,7 @@ impl Inner {
                 .flat_map(|m| m.procs.iter().cloned())
                 .collect(),
         };
-        let live: Vec<String> = {
-            let children = self.children.lock();
-            addrs
-                .into_iter()
-                .filter(|a| children.get(a).is_some_and(|c| !c.exit.is_ready()))
-                .collect()
-        };
+        let live = self.children.running_among(addrs);
         if live.is_empty() {
             self.push_event(ev);
             return;
