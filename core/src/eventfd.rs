@@ -18,16 +18,19 @@ impl EventFd {
         Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
+    #[inline]
     pub(crate) fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 
     /// Make the descriptor readable.
+    #[inline]
     pub(crate) fn signal(&self) {
         signal(self.fd());
     }
 
     /// Make the descriptor not readable.
+    #[inline]
     pub(crate) fn drain(&self) {
         drain(self.fd());
     }
@@ -35,6 +38,7 @@ impl EventFd {
 
 /// Make eventfd `fd` readable (for a descriptor another thread owns and
 /// keeps open while it is registered).
+#[inline]
 pub(crate) fn signal(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: 8-byte write from a valid u64 to an eventfd; a full counter
@@ -43,6 +47,7 @@ pub(crate) fn signal(fd: RawFd) {
 }
 
 /// Make eventfd `fd` not readable.
+#[inline]
 pub(crate) fn drain(fd: RawFd) {
     let mut v: u64 = 0;
     // SAFETY: 8-byte read into a valid u64 from a non-blocking eventfd;

@@ -36,7 +36,6 @@ fn bad(what: &'static str, detail: impl ToString) -> DecodeError {
 pub struct Envelope {
     pub kind: Kind,
     pub sender: String,
-    pub token: String,
     pub actor: String,
     pub method: String,
     pub type_name: String,
@@ -96,7 +95,6 @@ impl Envelope {
             Some(s) if self.sender.is_empty() && self.kind != Kind::Reply => opt_str(fbb, s),
             _ => opt_str(fbb, &self.sender),
         };
-        let token = opt_str(fbb, &self.token);
         let actor = opt_str(fbb, &self.actor);
         let method = opt_str(fbb, &self.method);
         let type_name = opt_str(fbb, &self.type_name);
@@ -128,7 +126,7 @@ impl Envelope {
             &fb::EnvelopeArgs {
                 kind: self.kind,
                 sender,
-                token,
+                token: None,
                 actor,
                 method,
                 type_name,
@@ -182,7 +180,6 @@ impl Envelope {
         Ok(Envelope {
             kind: e.kind(),
             sender: s(e.sender()),
-            token: s(e.token()),
             actor: s(e.actor()),
             method: s(e.method()),
             type_name: s(e.type_name()),

@@ -22,6 +22,7 @@ impl Actors {
     /// Decide whether an actor-bound event may be queued on proc `addr`;
     /// Err is the reason it is refused (answered to the sender as an
     /// error). A Spawn admitted here records the actor as starting.
+    #[inline]
     pub(super) fn admit(&self, ev: &Event, addr: &str) -> std::result::Result<(), String> {
         let mut actors = self.states.lock();
         match ev.kind {
@@ -61,6 +62,7 @@ impl Actors {
         self.states.lock().remove(key);
     }
 
+    #[inline]
     pub(super) fn state(&self, key: &str) -> Option<ActorState> {
         self.states.lock().get(key).cloned()
     }

@@ -143,12 +143,14 @@ pub(super) struct EventQueue {
 }
 
 impl EventQueue {
+    #[inline]
     pub(super) fn push(&self, ev: Event) {
         let mut q = self.q.lock();
         q.push_back(ev);
         self.len.fetch_add(1, Ordering::AcqRel);
     }
 
+    #[inline]
     pub(super) fn pop(&self) -> Option<Event> {
         let mut q = self.q.lock();
         let ev = q.pop_front();
@@ -159,6 +161,7 @@ impl EventQueue {
     }
 
     /// How many events wait (`order` as the caller's check needs).
+    #[inline]
     pub(super) fn len(&self, order: Ordering) -> usize {
         self.len.load(order)
     }

@@ -23,6 +23,7 @@ pub(super) struct Peers {
 
 impl Peers {
     /// The connection known under `addr`.
+    #[inline]
     pub(super) fn get(&self, addr: &str) -> Option<Arc<Conn>> {
         self.conns.lock().get(addr).cloned()
     }
@@ -32,6 +33,7 @@ impl Peers {
     }
 
     /// Every connection (a peer known under two names appears twice).
+    #[inline]
     pub(super) fn list(&self) -> Vec<Arc<Conn>> {
         self.conns.lock().values().cloned().collect()
     }
@@ -107,6 +109,7 @@ impl Peers {
     }
 
     /// Whether the connection to the proc at `addr` was lost.
+    #[inline]
     pub(super) fn is_lost(&self, addr: &str) -> bool {
         self.any_lost.load(Ordering::Relaxed) && self.lost.lock().contains(addr)
     }

@@ -107,6 +107,7 @@ impl ReplyPorts {
 
     /// Fill a slot of gather port `port`; gives the value back when no
     /// such gather is open.
+    #[inline]
     pub(super) fn fill_gather(
         &self,
         port: u64,
@@ -220,6 +221,7 @@ impl ReplyPorts {
     }
 
     /// See `missing`.
+    #[inline]
     pub(super) fn missing_hint(&self) -> usize {
         self.missing.load(Ordering::Relaxed)
     }
