@@ -38,25 +38,31 @@ const MAX_ID: usize = 4096;
 /// Why a handshake failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
+    /// Reading or writing the socket failed.
     #[error("i/o during handshake: {0}")]
     Io(io::Error),
     /// The TLS session under the handshake failed (see `crate::tls`).
     #[error("{0}")]
     Tls(String),
+    /// The peer did not start with the monarch magic bytes.
     #[error("peer is not a monarch endpoint (bad magic)")]
     BadMagic,
     #[error(
         "peer started a TLS handshake, but TLS is not configured here \
          (set MONARCH_TLS_CERT, MONARCH_TLS_KEY and MONARCH_TLS_CA, or `monarch host --tls-*`)"
     )]
+    /// The peer speaks TLS and this process has no TLS configuration.
     UnexpectedTls,
     #[error(
         "peer answered with a TLS alert: it requires TLS, which is not configured here \
          (set MONARCH_TLS_CERT, MONARCH_TLS_KEY and MONARCH_TLS_CA, or `monarch host --tls-*`)"
     )]
+    /// The peer answered with a TLS alert: it requires TLS.
     PeerWantsTls,
+    /// The peer's identity is not valid UTF-8 or is too long.
     #[error("peer identity too long or not UTF-8")]
     BadIdentity,
+    /// The peer's MAC is wrong: it does not hold the job secret.
     #[error("peer failed the challenge (wrong or missing job secret)")]
     BadMac,
 }

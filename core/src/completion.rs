@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// How long a waiter spins before parking. Zero disables spinning
 /// (`MONARCH_SPIN_US`, default 200 µs).
-pub fn spin_budget() -> Duration {
+pub(crate) fn spin_budget() -> Duration {
     static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| {
         let us = std::env::var("MONARCH_SPIN_US")
@@ -39,7 +39,7 @@ pub fn spin_budget() -> Duration {
 /// the spinner then takes a CPU from the very procs it waits for. Every
 /// `CROWD_CHECK_EVERY`th wait reads the number of runnable threads
 /// (`/proc/loadavg`); while it exceeds the CPU count, waits park at once.
-pub struct SpinPolicy {
+pub(crate) struct SpinPolicy {
     avg_ns: AtomicU64,
     waits: AtomicU64,
     crowded: AtomicBool,
@@ -47,17 +47,17 @@ pub struct SpinPolicy {
 
 /// How often (in waits) a `SpinPolicy` looks whether the machine is
 /// crowded (one small file read).
-pub const CROWD_CHECK_EVERY: u64 = 64;
+pub(crate) const CROWD_CHECK_EVERY: u64 = 64;
 
 /// The CPUs this process may run on (read once).
-pub fn cpu_count() -> usize {
+pub(crate) fn cpu_count() -> usize {
     static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Whether more threads are runnable right now than there are CPUs (the
 /// caller, which is running, counts). False when it cannot tell.
-pub fn machine_crowded() -> bool {
+pub(crate) fn machine_crowded() -> bool {
     let cpus = cpu_count();
     let Ok(text) = std::fs::read_to_string("/proc/loadavg") else {
         return false;
@@ -77,6 +77,7 @@ impl Default for SpinPolicy {
 }
 
 impl SpinPolicy {
+    /// A policy with no history (spins on its first waits).
     pub const fn new() -> SpinPolicy {
         SpinPolicy {
             avg_ns: AtomicU64::new(0),
@@ -115,7 +116,11 @@ impl SpinPolicy {
 
 /// Spin until `ready()` holds or `budget` (capped by `deadline`) is spent.
 /// Returns whether `ready()` became true.
-pub fn spin_until(budget: Duration, deadline: Option<Instant>, ready: impl Fn() -> bool) -> bool {
+pub(crate) fn spin_until(
+    budget: Duration,
+    deadline: Option<Instant>,
+    ready: impl Fn() -> bool,
+) -> bool {
     if budget.is_zero() {
         return ready();
     }
@@ -149,6 +154,7 @@ pub struct Notifier {
 }
 
 impl Notifier {
+    /// A new, unarmed notification descriptor.
     pub fn new() -> std::io::Result<Notifier> {
         Ok(Notifier {
             fd: EventFd::new()?,
@@ -168,6 +174,7 @@ impl Notifier {
         self.armed.load(Ordering::Relaxed)
     }
 
+    /// Make the descriptor readable, when someone watches it.
     pub fn signal(&self) {
         if self.armed.load(Ordering::Relaxed) {
             self.fd.signal();
@@ -216,6 +223,7 @@ impl<T> Clone for Completion<T> {
 }
 
 impl<T> Completion<T> {
+    /// A pending completion; `notifier` is signalled when it completes.
     pub fn new(notifier: Option<Arc<Notifier>>) -> Completion<T> {
         Completion::with_pump(notifier, None)
     }
@@ -263,6 +271,7 @@ impl<T> Completion<T> {
         true
     }
 
+    /// Whether the completion has its value.
     pub fn is_ready(&self) -> bool {
         self.inner.ready.load(Ordering::Acquire)
     }

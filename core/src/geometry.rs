@@ -92,18 +92,23 @@ impl Shape {
         })
     }
 
+    /// The dimension names, outermost first.
     pub fn labels(&self) -> &[String] {
         &self.labels
     }
+    /// The size of each dimension.
     pub fn sizes(&self) -> &[usize] {
         &self.sizes
     }
+    /// The stride of each dimension, in base ranks.
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
+    /// The base rank of the view's first point.
     pub fn offset(&self) -> usize {
         self.offset
     }
+    /// The number of dimensions.
     pub fn ndim(&self) -> usize {
         self.sizes.len()
     }
@@ -113,6 +118,7 @@ impl Shape {
         self.sizes.iter().product()
     }
 
+    /// Whether the view has no points.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -28,22 +28,6 @@ fn agent_timeout() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// The addresses of a static host list: `MONARCH_HOSTS`, comma- or
-/// whitespace-separated `IP:PORT` of running agents.
-pub fn hosts_from_env() -> Result<Vec<String>> {
-    let v =
-        std::env::var("MONARCH_HOSTS").map_err(|_| Error::invalid("MONARCH_HOSTS is not set"))?;
-    let hosts: Vec<String> = v
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    if hosts.is_empty() {
-        return Err(Error::invalid("MONARCH_HOSTS lists no host"));
-    }
-    Ok(hosts)
-}
-
 /// An n-d array of hosts, each running a host agent.
 #[derive(Clone)]
 pub struct HostMesh {

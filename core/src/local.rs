@@ -444,6 +444,7 @@ impl LocalCluster {
         self.shared.procs.len()
     }
 
+    /// Whether the cluster has no procs.
     pub fn is_empty(&self) -> bool {
         self.shared.procs.is_empty()
     }
@@ -455,6 +456,7 @@ impl LocalCluster {
         }
     }
 
+    /// Counters of what the cluster has done so far.
     pub fn stats(&self) -> LocalStats {
         let s = &self.shared;
         LocalStats {

@@ -73,7 +73,7 @@ fn prefix(rank: Option<u64>) -> String {
 }
 
 /// One line of output of the proc at `rank` (without its newline).
-pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
+pub(crate) fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
     let mut s = state().lock();
     if !s.stream {
         return;
@@ -122,12 +122,16 @@ pub fn flush() {
 
 /// Whether local procs' output is piped through [`emit`] (the default) or
 /// inherited (`MONARCH_PROC_OUTPUT=inherit`).
-pub fn capture_local() -> bool {
+pub(crate) fn capture_local() -> bool {
     std::env::var("MONARCH_PROC_OUTPUT").map_or(true, |v| v != "inherit")
 }
 
 /// Read a local proc's stdout and stderr line by line into [`emit`].
-pub fn forward_local(out: std::process::ChildStdout, err: std::process::ChildStderr, rank: u64) {
+pub(crate) fn forward_local(
+    out: std::process::ChildStdout,
+    err: std::process::ChildStderr,
+    rank: u64,
+) {
     fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool) {
         let _ = std::thread::Builder::new()
             .name("monarch-output".into())

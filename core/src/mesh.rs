@@ -153,6 +153,7 @@ impl ProcMesh {
 /// base ranks, and the operations that derive a new view (sharing the
 /// same procs or actors; nothing is copied or renumbered).
 pub trait MeshView: Sized {
+    /// The view's shape.
     fn shape(&self) -> &Shape;
 
     /// The same mesh seen through `shape` (a view of the same base ranks).
@@ -250,6 +251,7 @@ impl ActorMesh {
         self.r.encode()
     }
 
+    /// The actor mesh's name.
     pub fn name(&self) -> &str {
         &self.r.name
     }

@@ -68,6 +68,7 @@ pub fn parent(r: usize, k: usize) -> Option<usize> {
 }
 
 /// Children of base rank `r` among `n` ranks.
+#[cfg(test)]
 pub fn children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
     let first = (k + r * k).min(n);
     first..(first + k).min(n)
@@ -308,10 +309,6 @@ impl ViewIndex {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The point (slot) at base rank `b`, if `b` is in the view.
     pub fn slot_of(&self, b: usize) -> Option<u64> {
         if self.len == 0 {
@@ -372,6 +369,7 @@ impl ViewIndex {
     }
 
     /// Number of points whose base rank is `< x`.
+    #[cfg(test)]
     pub fn count_below(&self, x: usize) -> usize {
         if self.len == 0 {
             return 0;
@@ -400,6 +398,7 @@ impl ViewIndex {
     }
 
     /// Number of points with base rank in `range`.
+    #[cfg(test)]
     pub fn count_in(&self, range: std::ops::Range<usize>) -> usize {
         if range.start >= range.end {
             return 0;
@@ -464,6 +463,7 @@ pub fn subtree_has_point(r: usize, k: usize, n: usize, view: &ViewIndex) -> bool
 }
 
 /// Number of points of `view` in the subtree of `r`.
+#[cfg(test)]
 pub fn subtree_count(r: usize, k: usize, n: usize, view: &ViewIndex) -> usize {
     subtree(r, k, n).map(|lv| view.count_in(lv)).sum()
 }

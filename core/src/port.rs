@@ -27,8 +27,11 @@ use crate::value::{PointValue, ValueMesh};
 /// `slot` (a gather port's slot; a stream port ignores it for ordering).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortRef {
+    /// Address of the proc that owns the port.
     pub addr: String,
+    /// The port's id in that proc.
     pub port: u64,
+    /// The slot of the port this reference fills.
     pub slot: u64,
 }
 
@@ -45,6 +48,7 @@ impl PortRef {
         v
     }
 
+    /// Decode a reference made by [`PortRef::encode`].
     pub fn decode(b: &[u8]) -> Result<PortRef> {
         let bad = || Error::invalid("malformed port reference");
         if b.len() < 20 || &b[..4] != MAGIC {

@@ -57,8 +57,11 @@ pub use crate::future::{Answer, Future};
 
 /// Environment variables a worker proc reads at start-up.
 pub const ENV_CONTROLLER: &str = "MONARCH_CONTROLLER";
+/// The address the proc must listen on.
 pub const ENV_PROC_ADDR: &str = "MONARCH_PROC_ADDR";
+/// The job secret procs authenticate each other with.
 pub const ENV_JOB_TOKEN: &str = "MONARCH_JOB_TOKEN";
+/// The proc's rank in the mesh it was spawned into.
 pub const ENV_PROC_RANK: &str = "MONARCH_PROC_RANK";
 /// Set by a host agent: the descriptor of the proc's listening TCP socket.
 pub const ENV_LISTEN_FD: &str = "MONARCH_LISTEN_FD";
@@ -331,8 +334,8 @@ impl Runtime {
         &self.inner.addr
     }
 
-    /// The job token (the data plane authenticates its connections with it).
-    pub(crate) fn token(&self) -> &str {
+    /// The job secret (the data plane authenticates its connections with it).
+    pub fn token(&self) -> &str {
         &self.inner.token
     }
 
@@ -346,11 +349,15 @@ impl Runtime {
         self.inner.notifier.fd()
     }
 
+    /// Make the notification descriptor not readable.
     pub fn clear_notify_fd(&self) {
         self.inner.notifier.clear()
     }
 
-    pub(crate) fn new_future(&self) -> Future {
+    /// A pending future of this runtime: waiting on it reads the
+    /// runtime's sockets, and completing it signals the notification
+    /// descriptor.
+    pub fn new_future(&self) -> Future {
         Completion::with_pump(
             Some(self.inner.notifier.clone()),
             Some(self.inner.pump.clone()),
@@ -648,7 +655,8 @@ impl Runtime {
         crate::logs::flush();
     }
 
-    pub(crate) fn check_running(&self) -> Result<()> {
+    /// Err (`Stopped`) once the runtime was shut down.
+    pub fn check_running(&self) -> Result<()> {
         if self.inner.stopped.load(Ordering::SeqCst) {
             Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
         } else {

@@ -222,7 +222,7 @@ pub fn global() -> Result<Option<Arc<TlsConfig>>> {
 
 /// A TLS failure carried inside an `io::Error` (kind `InvalidData`).
 #[derive(Debug)]
-pub struct TlsFailure(pub String);
+pub(crate) struct TlsFailure(pub String);
 
 impl std::fmt::Display for TlsFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -373,6 +373,7 @@ impl TlsStream {
         }
     }
 
+    /// The TCP socket under the TLS session.
     pub fn tcp(&self) -> &TcpStream {
         &self.tcp
     }

@@ -32,7 +32,7 @@ use crate::host::HostMesh;
 use crate::runtime::Runtime;
 
 /// The line an agent prints once it listens.
-pub const READY_PREFIX: &str = "MONARCH_HOST_READY ";
+pub(crate) const READY_PREFIX: &str = "MONARCH_HOST_READY ";
 
 /// How many lines of srun's and the agents' output are kept for error
 /// messages.
@@ -70,6 +70,7 @@ pub struct SlurmOptions {
 }
 
 impl SlurmOptions {
+    /// Options for `nodes` nodes, each running `agent_argv` (the host agent command).
     pub fn new(nodes: usize, agent_argv: Vec<String>) -> SlurmOptions {
         SlurmOptions {
             nodes,
@@ -94,7 +95,7 @@ impl SlurmOptions {
 
     /// Whether srun will run inside an existing allocation (`SLURM_JOB_ID`
     /// set in its environment) rather than ask for one.
-    pub fn in_allocation(&self) -> bool {
+    pub(crate) fn in_allocation(&self) -> bool {
         self.var("SLURM_JOB_ID").is_some_and(|j| !j.is_empty())
     }
 

@@ -39,10 +39,15 @@ pub(super) struct ReplyTo {
 
 /// One unit of work for the binding that hosts this proc's actors.
 pub struct Event {
+    /// What the binding is asked to do.
     pub kind: EventKind,
+    /// Key of the actor the event is for.
     pub actor: String,
+    /// The endpoint to run (Message).
     pub method: String,
+    /// The actor type to construct (Spawn).
     pub type_name: String,
+    /// Payload parts (arguments; Supervise: the event).
     pub parts: Vec<Vec<u8>>,
     /// Rank of this actor in the mesh the message was sent to (for Spawn:
     /// its rank in the mesh it is spawned into).

@@ -253,6 +253,7 @@ impl PortReceiver {
         }
     }
 
+    /// The port's id in this proc.
     pub fn id(&self) -> u64 {
         self.id
     }
