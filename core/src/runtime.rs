@@ -1,11 +1,18 @@
 //! The per-process runtime: this process's proc (its listening socket, its
-//! connections to peers, its hosted actors and reply ports) and the local
-//! child processes it started.
+//! connections to peers, its hosted actors and reply ports) and the
+//! processes it started.
 //!
-//! Threads: one accept thread, one reader thread per connection, one reaper
+//! [`Runtime`] (this file) is the public face. Its state is held by parts
+//! that each own theirs: `peers` (connections, lost procs), `ports` (reply
+//! ports), `children` (started procs), `actors` and `events` (hosted
+//! actors, the event queue), `supervise`, `heartbeat`, `remote` (procs on
+//! other hosts) and `cast` (multicast relays). `dispatch` handles frames in
+//! and out, `links` connections coming and going, `io` how threads wait.
+//!
+//! Threads: one accept thread per listener, one I/O thread, one reaper
 //! thread per child. Sends are written by the calling thread itself (no hop
-//! through an executor), and replies complete futures directly from the
-//! reader thread; waiters spin briefly before parking (see `completion`).
+//! through an executor); a thread that waits reads the sockets itself, so
+//! a reply completes its future on the thread that wants it (see `io`).
 
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -47,15 +54,17 @@ use crate::completion::{Completion, Notifier, Pump, SpinPolicy};
 use crate::conn::Defer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
-use crate::port::StreamPort;
+use crate::port::{PortRef, StreamPort};
 use crate::process::SocketDir;
+use crate::supervision::SupervisionEvent;
 use crate::transport::Listener;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
 pub use crate::future::{Answer, Future};
 
-/// Environment variables a worker proc reads at start-up.
+/// The controller's address (a worker proc reads this and the `ENV_*`
+/// below at start-up).
 pub const ENV_CONTROLLER: &str = "MONARCH_CONTROLLER";
 /// The address the proc must listen on.
 pub const ENV_PROC_ADDR: &str = "MONARCH_PROC_ADDR";
@@ -335,7 +344,7 @@ impl Runtime {
     }
 
     /// The job secret (the data plane authenticates its connections with it).
-    pub fn token(&self) -> &str {
+    pub(crate) fn token(&self) -> &str {
         &self.inner.token
     }
 
@@ -653,6 +662,82 @@ impl Runtime {
         self.inner.wake_supervision_waiters();
         self.inner.io.kick.signal();
         crate::logs::flush();
+    }
+
+    /// Open a stream port of this proc; `once`: it takes one value only.
+    pub fn open_port(&self, once: bool) -> PortReceiver {
+        self.open_stream(once, None)
+    }
+
+    /// Send one value (or error) to the port named by `to`. A port of this
+    /// proc is filled in place; otherwise a Reply frame goes to its proc.
+    pub fn port_send(&self, to: &PortRef, result: Answer<'_>) -> Result<()> {
+        self.check_running()?;
+        let mut env = Envelope::new(Kind::Reply);
+        env.reply_port = to.port;
+        env.reply_slot = to.slot;
+        let parts = match result {
+            Ok(parts) => parts,
+            Err((msg, parts)) => {
+                env.is_error = true;
+                env.error = msg.to_string();
+                parts
+            }
+        };
+        self.send(&to.addr, &env, parts)
+    }
+
+    /// Make `actor` ("" = this process's top level) the owner of meshes
+    /// the calling thread spawns from now on. The runtime does this itself
+    /// when `next_event` hands the thread an event (and clears it when the
+    /// event is answered); a binding that runs an actor's code on another
+    /// thread (an async event loop) calls it right before spawning.
+    pub fn set_spawn_owner(&self, actor: &str) {
+        Inner::set_current_owner(actor);
+    }
+
+    /// Take the next supervision event addressed to this process's top
+    /// level (the controller's program), waiting up to `timeout` (None:
+    /// forever). Does not read sockets itself (other threads and the I/O
+    /// thread do), so a thread may block here for good.
+    pub fn next_supervision_event(&self, timeout: Option<Duration>) -> Result<SupervisionEvent> {
+        self.inner.next_supervision_event(timeout)
+    }
+
+    /// Whether a supervision event is waiting for the top level.
+    pub fn has_supervision_event(&self) -> bool {
+        self.inner.has_supervision_event()
+    }
+
+    /// Accept messages for the built-in actor `name`, served by the
+    /// program itself (the host agent's [`AGENT_ACTOR`]).
+    pub fn serve_builtin(&self, name: &str) {
+        self.inner.actors.set(name, ActorState::Alive);
+    }
+
+    /// The job secret this runtime authenticates peers with.
+    pub fn job_token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// Whether a connection to (or from) `addr` is open.
+    pub fn is_connected(&self, addr: &str) -> bool {
+        self.inner.peers.contains(addr)
+    }
+
+    /// Report `method` with `parts` to the controller at `controller`
+    /// (see `agent_protocol`), if it is still connected; never reconnects.
+    pub fn report(&self, controller: &str, method: &str, parts: &[&[u8]]) -> Result<()> {
+        if !self.is_connected(controller) {
+            return Err(Error::new(
+                ErrorKind::ProcFailed,
+                format!("controller {controller} is not connected"),
+            ));
+        }
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = CONTROL_ACTOR.to_string();
+        env.method = method.to_string();
+        self.send(controller, &env, parts)
     }
 
     /// Err (`Stopped`) once the runtime was shut down.

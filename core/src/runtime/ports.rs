@@ -1,19 +1,18 @@
 //! This proc's reply ports: gather ports (one value per slot, completing
-//! a call's future) and stream ports, the receiving end of a stream port,
-//! and sending to any port by reference.
+//! a call's future) and stream ports, and the receiving end of a stream
+//! port.
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::{HashMap, Runtime};
-use crate::error::{Error, ErrorKind, Result};
-use crate::future::{Answer, Future};
+use crate::error::{Error, ErrorKind};
+use crate::future::Future;
 use crate::geometry::Shape;
 use crate::multicast::LazyRelays;
 use crate::port::{PortRef, StreamPort};
 use crate::value::{PointValue, ValueMesh};
-use crate::wire::{Envelope, Kind};
 
 /// A reply port that gathers one value per slot.
 struct Gather {
@@ -273,11 +272,6 @@ impl Drop for PortReceiver {
 }
 
 impl Runtime {
-    /// Open a stream port of this proc; `once`: it takes one value only.
-    pub fn open_port(&self, once: bool) -> PortReceiver {
-        self.open_stream(once, None)
-    }
-
     /// Open a stream port; with `peers`, slot i is owed by proc `peers[i]`
     /// (its loss fills the slot with an error) and the port finishes when
     /// every slot has a value.
@@ -294,23 +288,5 @@ impl Runtime {
             id,
             port,
         }
-    }
-
-    /// Send one value (or error) to the port named by `to`. A port of this
-    /// proc is filled in place; otherwise a Reply frame goes to its proc.
-    pub fn port_send(&self, to: &PortRef, result: Answer<'_>) -> Result<()> {
-        self.check_running()?;
-        let mut env = Envelope::new(Kind::Reply);
-        env.reply_port = to.port;
-        env.reply_slot = to.slot;
-        let parts = match result {
-            Ok(parts) => parts,
-            Err((msg, parts)) => {
-                env.is_error = true;
-                env.error = msg.to_string();
-                parts
-            }
-        };
-        self.send(&to.addr, &env, parts)
     }
 }

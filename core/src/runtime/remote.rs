@@ -322,37 +322,3 @@ impl Inner {
         Some(Error::new(ErrorKind::ProcFailed, why))
     }
 }
-
-/// What a host agent needs from its runtime.
-impl Runtime {
-    /// Accept messages for the built-in actor `name`, served by the
-    /// program itself (the host agent's [`AGENT_ACTOR`]).
-    pub fn serve_builtin(&self, name: &str) {
-        self.inner.actors.set(name, super::ActorState::Alive);
-    }
-
-    /// The job secret this runtime authenticates peers with.
-    pub fn job_token(&self) -> &str {
-        &self.inner.token
-    }
-
-    /// Whether a connection to (or from) `addr` is open.
-    pub fn is_connected(&self, addr: &str) -> bool {
-        self.inner.peers.contains(addr)
-    }
-
-    /// Report `method` with `parts` to the controller at `controller`
-    /// (see the module doc), if it is still connected; never reconnects.
-    pub fn report(&self, controller: &str, method: &str, parts: &[&[u8]]) -> Result<()> {
-        if !self.is_connected(controller) {
-            return Err(Error::new(
-                ErrorKind::ProcFailed,
-                format!("controller {controller} is not connected"),
-            ));
-        }
-        let mut env = Envelope::new(Kind::Message);
-        env.actor = CONTROL_ACTOR.to_string();
-        env.method = method.to_string();
-        self.send(controller, &env, parts)
-    }
-}

@@ -460,29 +460,20 @@ impl Inner {
     }
 }
 
-impl Runtime {
-    /// Make `actor` ("" = this process's top level) the owner of meshes
-    /// the calling thread spawns from now on. The runtime does this itself
-    /// when `next_event` hands the thread an event (and clears it when the
-    /// event is answered); a binding that runs an actor's code on another
-    /// thread (an async event loop) calls it right before spawning.
-    pub fn set_spawn_owner(&self, actor: &str) {
-        Inner::set_current_owner(actor);
-    }
-
-    /// Take the next supervision event addressed to this process's top
-    /// level (the controller's program), waiting up to `timeout` (None:
-    /// forever). Does not read sockets itself (other threads and the I/O
-    /// thread do), so a thread may block here for good.
-    pub fn next_supervision_event(&self, timeout: Option<Duration>) -> Result<SupervisionEvent> {
+impl Inner {
+    /// See [`Runtime::next_supervision_event`].
+    pub(super) fn next_supervision_event(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<SupervisionEvent> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let sup = &self.inner.sup;
+        let sup = &self.sup;
         let mut q = sup.queue.lock();
         loop {
             if let Some(ev) = q.pop_front() {
                 return Ok(ev);
             }
-            if self.inner.stopped.load(Ordering::SeqCst) {
+            if self.stopped.load(Ordering::SeqCst) {
                 return Err(Error::new(ErrorKind::Stopped, "runtime was shut down"));
             }
             match deadline {
@@ -499,8 +490,8 @@ impl Runtime {
     }
 
     /// Whether a supervision event is waiting for the top level.
-    pub fn has_supervision_event(&self) -> bool {
-        !self.inner.sup.queue.lock().is_empty()
+    pub(super) fn has_supervision_event(&self) -> bool {
+        !self.sup.queue.lock().is_empty()
     }
 }
 
