@@ -13,22 +13,26 @@
 //! its procs (they become `MONARCH_TLS_*` in the environment the procs
 //! inherit; see `monarch_core::tls`).
 
-use monarch_core::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
+use monarch_core::agent_protocol::{
+    AGENT_ACTOR, EXIT, EXIT_CODE, EXIT_SIGNAL, INFO, KILL, LOG, LOG_STDERR, LOG_STDOUT, PREPARE,
+    START,
+};
 use monarch_core::completion::Completion;
-use monarch_core::process::{random_hex, spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
+use monarch_core::process::{spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
 use monarch_core::runtime::{
-    AGENT_ACTOR, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
+    ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
@@ -208,7 +212,9 @@ pub fn run(args: &Args) -> ExitCode {
         advertise,
         prepared: Mutex::new(HashMap::new()),
         procs: Arc::new(Mutex::new(HashMap::new())),
-        socket_dir: SocketDir::create(&random_hex()[..8])
+        socket_dir: monarch_core::random::hex128()
+            .map_err(|e| monarch_core::Error::io("no random bytes from the kernel", e))
+            .and_then(|name| SocketDir::create(&name[..8]))
             .map_err(|e| tracing::warn!(error = %e, "no socket directory; procs of this host talk over TCP"))
             .ok(),
     };
@@ -247,13 +253,13 @@ impl Agent {
             return;
         }
         let result = match ev.method.as_str() {
-            "info" => Ok(vec![hostname().into_bytes()]),
-            "prepare" => self.prepare(&ev.parts),
-            "start" => match ev.sender().map(str::to_string) {
+            INFO => Ok(vec![hostname().into_bytes()]),
+            PREPARE => self.prepare(&ev.parts),
+            START => match ev.sender().map(str::to_string) {
                 Some(controller) => self.start(&ev.parts, controller),
                 None => Err("start needs a reply port".to_string()),
             },
-            "kill" => {
+            KILL => {
                 self.kill(&ev.parts);
                 Ok(Vec::new())
             }
@@ -281,7 +287,7 @@ impl Agent {
             return Err(format!("prepare: {n} procs is out of range"));
         }
         let mut out = Vec::with_capacity(n);
-        let mut prepared = self.prepared.locked();
+        let mut prepared = self.prepared.lock();
         for _ in 0..n {
             let l = TcpListener::bind((self.bind_ip, 0))
                 .map_err(|e| format!("cannot listen for a proc: {e}"))?;
@@ -319,7 +325,7 @@ impl Agent {
         for (i, addr) in addrs.iter().enumerate() {
             let listener = self
                 .prepared
-                .locked()
+                .lock()
                 .remove(addr)
                 .map(|(l, _)| l)
                 .ok_or_else(|| format!("start: {addr} was not prepared here"))?;
@@ -357,16 +363,16 @@ impl Agent {
                     keep_fd: Some(fd),
                 },
                 move |child, exit| {
-                    procs.locked().remove(&child.addr);
+                    procs.lock().remove(&child.addr);
                     let how = exit.to_string();
                     let (kind, n) = match exit {
-                        ExitInfo::Code(c) => ("code", c),
-                        ExitInfo::Signal(s) => ("signal", s),
+                        ExitInfo::Code(c) => (EXIT_CODE, c),
+                        ExitInfo::Signal(s) => (EXIT_SIGNAL, s),
                     };
                     let n = n.to_string();
                     let _ = rt.report(
                         &ctrl,
-                        "exit",
+                        EXIT,
                         &[
                             child.addr.as_bytes(),
                             how.as_bytes(),
@@ -379,10 +385,10 @@ impl Agent {
             drop(listener); // the child has its own copy
             let (child, output) = spawned.map_err(|e| format!("cannot start {argv:?}: {e}"))?;
             if let Some((out, err)) = output {
-                self.forward(out, &controller, addr, rank, "out");
-                self.forward(err, &controller, addr, rank, "err");
+                self.forward(out, &controller, addr, rank, LOG_STDOUT);
+                self.forward(err, &controller, addr, rank, LOG_STDERR);
             }
-            self.procs.locked().insert(
+            self.procs.lock().insert(
                 addr.clone(),
                 Proc {
                     child,
@@ -428,7 +434,7 @@ impl Agent {
                             if rt
                                 .report(
                                     &controller,
-                                    "log",
+                                    LOG,
                                     &[addr.as_bytes(), rank.as_bytes(), which.as_bytes(), &line],
                                 )
                                 .is_err()
@@ -447,7 +453,7 @@ impl Agent {
     }
 
     fn kill(&self, parts: &[Vec<u8>]) {
-        let procs = self.procs.locked();
+        let procs = self.procs.lock();
         for p in parts {
             let addr = String::from_utf8_lossy(p);
             if let Some(pr) = procs.get(addr.as_ref()) {
@@ -459,9 +465,9 @@ impl Agent {
     /// Kill the procs of controllers that are no longer connected.
     fn reap_orphaned(&self) {
         self.prepared
-            .locked()
+            .lock()
             .retain(|_, (_, at)| at.elapsed() < PREPARED_TTL);
-        let procs = self.procs.locked();
+        let procs = self.procs.lock();
         for (addr, p) in procs.iter() {
             if !self.rt.is_connected(&p.controller) {
                 tracing::warn!(%addr, controller = %p.controller, "controller lost; killing its proc");
@@ -473,7 +479,7 @@ impl Agent {
     fn kill_all(&self) {
         let children: Vec<Arc<Child>> = self
             .procs
-            .locked()
+            .lock()
             .values()
             .map(|p| p.child.clone())
             .collect();

@@ -38,25 +38,31 @@ const MAX_ID: usize = 4096;
 /// Why a handshake failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
+    /// Reading or writing the socket failed.
     #[error("i/o during handshake: {0}")]
     Io(io::Error),
     /// The TLS session under the handshake failed (see `crate::tls`).
     #[error("{0}")]
     Tls(String),
+    /// The peer did not start with the monarch magic bytes.
     #[error("peer is not a monarch endpoint (bad magic)")]
     BadMagic,
     #[error(
         "peer started a TLS handshake, but TLS is not configured here \
          (set MONARCH_TLS_CERT, MONARCH_TLS_KEY and MONARCH_TLS_CA, or `monarch host --tls-*`)"
     )]
+    /// The peer speaks TLS and this process has no TLS configuration.
     UnexpectedTls,
     #[error(
         "peer answered with a TLS alert: it requires TLS, which is not configured here \
          (set MONARCH_TLS_CERT, MONARCH_TLS_KEY and MONARCH_TLS_CA, or `monarch host --tls-*`)"
     )]
+    /// The peer answered with a TLS alert: it requires TLS.
     PeerWantsTls,
+    /// The peer's identity is not valid UTF-8 or is too long.
     #[error("peer identity too long or not UTF-8")]
     BadIdentity,
+    /// The peer's MAC is wrong: it does not hold the job secret.
     #[error("peer failed the challenge (wrong or missing job secret)")]
     BadMac,
 }
@@ -98,17 +104,10 @@ fn read_magic<R: Read>(r: &mut R, if_tls: AuthError) -> Result<(), AuthError> {
     }
 }
 
-fn nonce() -> [u8; NONCE] {
+fn nonce() -> Result<[u8; NONCE], AuthError> {
     let mut buf = [0u8; NONCE];
-    let mut got = 0;
-    while got < NONCE {
-        // SAFETY: getrandom writes at most the remaining bytes of buf.
-        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr() as *mut _, NONCE - got, 0) };
-        if n > 0 {
-            got += n as usize;
-        }
-    }
-    buf
+    crate::random::fill(&mut buf).map_err(AuthError::Io)?;
+    Ok(buf)
 }
 
 fn mac(secret: &[u8], label: &[u8], a: &[u8], b: &[u8], id: &[u8]) -> [u8; MAC] {
@@ -157,7 +156,7 @@ pub fn connect_handshake<S: Read + Write>(
     if my_id.len() > MAX_ID {
         return Err(AuthError::BadIdentity);
     }
-    let nc = nonce();
+    let nc = nonce()?;
     let mut out = Vec::with_capacity(8 + NONCE);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&nc);
@@ -193,7 +192,7 @@ pub fn accept_handshake<S: Read + Write>(
     read_magic(s, AuthError::UnexpectedTls)?;
     let mut nc = [0u8; NONCE];
     s.read_exact(&mut nc)?;
-    let na = nonce();
+    let na = nonce()?;
     let mut out = Vec::with_capacity(8 + NONCE + 2 + my_id.len() + MAC);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&na);

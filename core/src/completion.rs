@@ -6,15 +6,16 @@
 //! for a short, bounded time (yielding the CPU between checks, so a runnable
 //! peer is not starved) before parking on a condition variable.
 
-use crate::sync::LockExt;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use crate::eventfd::EventFd;
+use parking_lot::{Condvar, Mutex};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a waiter spins before parking. Zero disables spinning
 /// (`MONARCH_SPIN_US`, default 200 µs).
-pub fn spin_budget() -> Duration {
+pub(crate) fn spin_budget() -> Duration {
     static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| {
         let us = std::env::var("MONARCH_SPIN_US")
@@ -38,7 +39,7 @@ pub fn spin_budget() -> Duration {
 /// the spinner then takes a CPU from the very procs it waits for. Every
 /// `CROWD_CHECK_EVERY`th wait reads the number of runnable threads
 /// (`/proc/loadavg`); while it exceeds the CPU count, waits park at once.
-pub struct SpinPolicy {
+pub(crate) struct SpinPolicy {
     avg_ns: AtomicU64,
     waits: AtomicU64,
     crowded: AtomicBool,
@@ -46,17 +47,17 @@ pub struct SpinPolicy {
 
 /// How often (in waits) a `SpinPolicy` looks whether the machine is
 /// crowded (one small file read).
-pub const CROWD_CHECK_EVERY: u64 = 64;
+pub(crate) const CROWD_CHECK_EVERY: u64 = 64;
 
 /// The CPUs this process may run on (read once).
-pub fn cpu_count() -> usize {
+pub(crate) fn cpu_count() -> usize {
     static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Whether more threads are runnable right now than there are CPUs (the
 /// caller, which is running, counts). False when it cannot tell.
-pub fn machine_crowded() -> bool {
+pub(crate) fn machine_crowded() -> bool {
     let cpus = cpu_count();
     let Ok(text) = std::fs::read_to_string("/proc/loadavg") else {
         return false;
@@ -76,6 +77,7 @@ impl Default for SpinPolicy {
 }
 
 impl SpinPolicy {
+    /// A policy with no history (spins on its first waits).
     pub const fn new() -> SpinPolicy {
         SpinPolicy {
             avg_ns: AtomicU64::new(0),
@@ -114,7 +116,11 @@ impl SpinPolicy {
 
 /// Spin until `ready()` holds or `budget` (capped by `deadline`) is spent.
 /// Returns whether `ready()` became true.
-pub fn spin_until(budget: Duration, deadline: Option<Instant>, ready: impl Fn() -> bool) -> bool {
+pub(crate) fn spin_until(
+    budget: Duration,
+    deadline: Option<Instant>,
+    ready: impl Fn() -> bool,
+) -> bool {
     if budget.is_zero() {
         return ready();
     }
@@ -143,20 +149,15 @@ pub fn spin_until(budget: Duration, deadline: Option<Instant>, ready: impl Fn() 
 /// An eventfd that becomes readable when any completion or event of its
 /// runtime arrives, so a foreign event loop can watch one descriptor.
 pub struct Notifier {
-    fd: OwnedFd,
+    fd: EventFd,
     armed: AtomicBool,
 }
 
 impl Notifier {
+    /// A new, unarmed notification descriptor.
     pub fn new() -> std::io::Result<Notifier> {
-        // SAFETY: plain syscall; the result is checked before use.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor we own.
         Ok(Notifier {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: EventFd::new()?,
             armed: AtomicBool::new(false),
         })
     }
@@ -165,7 +166,7 @@ impl Notifier {
     /// write syscall is spent per completion).
     pub fn fd(&self) -> RawFd {
         self.armed.store(true, Ordering::SeqCst);
-        self.fd.as_raw_fd()
+        self.fd.fd()
     }
 
     /// Whether someone asked for the descriptor (and may be watching it).
@@ -173,20 +174,16 @@ impl Notifier {
         self.armed.load(Ordering::Relaxed)
     }
 
+    /// Make the descriptor readable, when someone watches it.
     pub fn signal(&self) {
         if self.armed.load(Ordering::Relaxed) {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full
-            // counter (EAGAIN) already means "readable", so errors are moot.
-            unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const _, 8) };
+            self.fd.signal();
         }
     }
 
     /// Reset the descriptor to not-readable.
     pub fn clear(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64; EAGAIN means already clear.
-        unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut _, 8) };
+        self.fd.drain();
     }
 }
 
@@ -226,6 +223,7 @@ impl<T> Clone for Completion<T> {
 }
 
 impl<T> Completion<T> {
+    /// A pending completion; `notifier` is signalled when it completes.
     pub fn new(notifier: Option<Arc<Notifier>>) -> Completion<T> {
         Completion::with_pump(notifier, None)
     }
@@ -251,7 +249,7 @@ impl<T> Completion<T> {
     /// this call was it.
     pub fn complete(&self, v: T) -> bool {
         let parked = {
-            let mut g = self.inner.value.locked();
+            let mut g = self.inner.value.lock();
             if self.inner.ready.load(Ordering::Acquire) {
                 return false;
             }
@@ -273,6 +271,7 @@ impl<T> Completion<T> {
         true
     }
 
+    /// Whether the completion has its value.
     pub fn is_ready(&self) -> bool {
         self.inner.ready.load(Ordering::Acquire)
     }
@@ -294,25 +293,20 @@ impl<T> Completion<T> {
         if self.is_ready() {
             return true;
         }
-        let mut g = self.inner.value.locked();
+        let mut g = self.inner.value.lock();
         self.inner.parked.fetch_add(1, Ordering::Relaxed);
         let ready = loop {
             if self.inner.ready.load(Ordering::Acquire) {
                 break true;
             }
             match deadline {
-                None => g = self.inner.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
+                None => self.inner.cv.wait(&mut g),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
                         break false;
                     }
-                    g = self
-                        .inner
-                        .cv
-                        .wait_timeout(g, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    self.inner.cv.wait_for(&mut g, d - now);
                 }
             }
         };
@@ -326,7 +320,7 @@ impl<T> Completion<T> {
         if !self.is_ready() {
             return None;
         }
-        self.inner.value.locked().take()
+        self.inner.value.lock().take()
     }
 }
 
@@ -336,7 +330,7 @@ impl<T: Clone> Completion<T> {
         if !self.is_ready() {
             return None;
         }
-        self.inner.value.locked().clone()
+        self.inner.value.lock().clone()
     }
 }
 

@@ -12,16 +12,17 @@
 //! bytes encrypted and decrypted by `crate::tls` where the plain paths call
 //! `sendmsg` and `recv` (buffered frames are plaintext until flushed).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::frame::{
     write_frame_after, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS, MAX_PAYLOAD_LEN,
 };
+use crate::socket::{send_vectored, wait_fd};
 use crate::transport::Stream;
 use crate::wire::Envelope;
 
@@ -109,7 +110,7 @@ impl Conn {
     /// Returns whether it was buffered: the caller must then see to a
     /// [`Conn::flush`].
     pub fn write(&self, header: &[u8], parts: &[&[u8]], defer: Defer) -> io::Result<bool> {
-        let mut w = self.writer.locked();
+        let mut w = self.writer.lock();
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if defer == Defer::Yes
             && size <= DEFER_MAX_FRAME
@@ -131,11 +132,7 @@ impl Conn {
     /// thread holds the writer or the buffer is full, the frame is dropped
     /// (returns None). Some(()) means buffered; the caller sees to a flush.
     pub fn try_buffer(&self, header: &[u8], parts: &[&[u8]]) -> Option<()> {
-        let mut w = match self.writer.try_lock() {
-            Ok(w) => w,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let mut w = self.writer.try_lock()?;
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if w.pending.len() + size > DEFER_MAX_BYTES {
             return None;
@@ -161,12 +158,11 @@ impl Conn {
     /// peer, itself stuck writing to us, can make progress.
     pub fn flush(&self, min_age: Option<Duration>, wait: bool) -> io::Result<bool> {
         let mut w = if wait {
-            self.writer.locked()
+            self.writer.lock()
         } else {
             match self.writer.try_lock() {
-                Ok(w) => w,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Ok(true),
+                Some(w) => w,
+                None => return Ok(true),
             }
         };
         let Some(since) = w.pending_since else {
@@ -258,49 +254,6 @@ impl io::Write for TlsWriter<'_> {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
-    }
-}
-
-/// `sendmsg` with `MSG_NOSIGNAL`: writing to a peer that has gone away must
-/// be an error (EPIPE), not a SIGPIPE that kills a host program which left
-/// that signal at its default (C and C++ programs do; Rust and Python ignore
-/// it).
-pub(crate) fn send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-    // SAFETY: an all-zero msghdr is valid (no name, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // IoSlice is guaranteed ABI-compatible with iovec on Unix.
-    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
-    loop {
-        // SAFETY: `msg` points at `bufs`, which outlive the call.
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// Block until `fd` is ready for `events` (or has an error/hang-up).
-pub(crate) fn wait_fd(fd: RawFd, events: libc::c_short) -> io::Result<()> {
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one valid pollfd, infinite timeout.
-        let r = unsafe { libc::poll(&mut p, 1, -1) };
-        if r >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 
@@ -519,7 +472,7 @@ mod tests {
             }
         });
         let mut got = Vec::new();
-        let mut r = conn.reader.lock().unwrap();
+        let mut r = conn.reader.lock();
         while got.len() < 20 {
             match r.drain(&mut |f: Frame| got.push(f)) {
                 Ok(_) | Err(FrameError::Closed) => {}
@@ -564,7 +517,6 @@ mod tests {
             let _ = receiver
                 .reader
                 .lock()
-                .unwrap()
                 .drain(&mut |f: Frame| got.push(f.envelope.actor.clone()));
         };
         let send = |tag: &str, defer| sender.write(&header(&[], tag), &[], defer).unwrap();
@@ -632,7 +584,7 @@ mod tests {
     fn read_frames(conn: &Conn, n: usize) -> Vec<Frame> {
         let mut got = Vec::new();
         while got.len() < n {
-            let r = conn.reader.lock().unwrap().drain(&mut |f| got.push(f));
+            let r = conn.reader.lock().drain(&mut |f| got.push(f));
             r.unwrap_or_else(|e| panic!("after {} frames: {e}", got.len()));
             if got.len() == n {
                 break;
@@ -703,7 +655,7 @@ mod tests {
         a.shutdown();
         let mut end = None;
         while end.is_none() {
-            match b.reader.lock().unwrap().drain(&mut |_| {}) {
+            match b.reader.lock().drain(&mut |_| {}) {
                 Ok(_) => std::thread::sleep(Duration::from_millis(5)),
                 Err(e) => end = Some(e),
             }
@@ -716,7 +668,7 @@ mod tests {
         let (mut a, b) = UnixStream::pair().unwrap();
         let conn = Conn::new("peer".into(), b, Vec::new()).unwrap();
         a.write_all(&u32::MAX.to_le_bytes()).unwrap();
-        let r = conn.reader.lock().unwrap().drain(&mut |_| {});
+        let r = conn.reader.lock().drain(&mut |_| {});
         assert!(matches!(r, Err(FrameError::HeaderTooLarge(_))));
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+/// What kind of failure an [`Error`] is; each maps to one C status code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// The caller passed something unusable (bad name, bad index, ...).
@@ -18,22 +19,28 @@ pub enum ErrorKind {
     Internal,
 }
 
+/// An error of the runtime: a kind and a message for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
+    /// What kind of failure this is.
     pub kind: ErrorKind,
+    /// What went wrong, in words.
     pub message: String,
 }
 
 impl Error {
+    /// An error of `kind`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             kind,
             message: message.into(),
         }
     }
+    /// An [`ErrorKind::InvalidArgument`] error.
     pub fn invalid(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::InvalidArgument, message)
     }
+    /// An [`ErrorKind::Io`] error: `context` says what was being done.
     pub fn io(context: &str, e: std::io::Error) -> Error {
         Error::new(ErrorKind::Io, format!("{context}: {e}"))
     }
@@ -53,4 +60,5 @@ impl From<crate::geometry::GeometryError> for Error {
     }
 }
 
+/// A result with the runtime's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

@@ -5,28 +5,34 @@
 //! Parts are written straight from the caller's buffers with `writev`, so a
 //! large payload is never copied into an intermediate frame buffer.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 
 use crate::wire::{DecodeError, Envelope};
 
 /// Largest header we accept; headers are small, so anything bigger is a
 /// malformed or hostile peer.
-pub const MAX_HEADER_LEN: usize = 1 << 20;
+pub(crate) const MAX_HEADER_LEN: usize = 1 << 20;
 /// Largest total payload of one frame.
-pub const MAX_PAYLOAD_LEN: u64 = 1 << 36;
+pub(crate) const MAX_PAYLOAD_LEN: u64 = 1 << 36;
 /// Most parts in one frame.
-pub const MAX_PARTS: usize = 1 << 16;
+pub(crate) const MAX_PARTS: usize = 1 << 16;
 
+/// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
+    /// The peer closed the connection.
     #[error("connection closed")]
     Closed,
+    /// The socket failed.
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
+    /// The header is larger than the reader accepts.
     #[error("frame header of {0} bytes exceeds the limit of {MAX_HEADER_LEN}")]
     HeaderTooLarge(usize),
+    /// The parts add up to more than the reader accepts.
     #[error("frame payload too large or too many parts")]
     PayloadTooLarge,
+    /// The header is not a valid Envelope.
     #[error(transparent)]
     Decode(#[from] DecodeError),
 }
@@ -34,7 +40,9 @@ pub enum FrameError {
 /// One decoded frame.
 #[derive(Debug)]
 pub struct Frame {
+    /// The decoded header.
     pub envelope: Envelope,
+    /// The payload parts, in order.
     pub parts: Vec<Vec<u8>>,
 }
 
@@ -46,7 +54,7 @@ pub fn write_frame<W: Write>(w: &mut W, header: &[u8], parts: &[&[u8]]) -> io::R
 
 /// Write `prefix` (bytes of earlier, already encoded frames) and then one
 /// frame, in as few vectored writes as the kernel allows.
-pub fn write_frame_after<W: Write>(
+pub(crate) fn write_frame_after<W: Write>(
     w: &mut W,
     prefix: &[u8],
     header: &[u8],
@@ -77,7 +85,9 @@ pub fn write_frame_after<W: Write>(
 }
 
 /// Read one frame. `Closed` means a clean end of stream at a frame boundary.
-pub fn read_frame<R: Read>(r: &mut R) -> Result<Frame, FrameError> {
+#[cfg(test)]
+pub(crate) fn read_frame<R: io::Read>(r: &mut R) -> Result<Frame, FrameError> {
+    use std::io::Read;
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}

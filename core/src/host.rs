@@ -9,6 +9,7 @@
 //! them) with the job secret, see [`crate::auth`]. The protocol is in
 //! `runtime/remote.rs`; docs/hosts.md has the whole story.
 
+use crate::agent_protocol;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,22 +26,6 @@ fn agent_timeout() -> Duration {
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(60);
     Duration::from_secs(secs)
-}
-
-/// The addresses of a static host list: `MONARCH_HOSTS`, comma- or
-/// whitespace-separated `IP:PORT` of running agents.
-pub fn hosts_from_env() -> Result<Vec<String>> {
-    let v =
-        std::env::var("MONARCH_HOSTS").map_err(|_| Error::invalid("MONARCH_HOSTS is not set"))?;
-    let hosts: Vec<String> = v
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    if hosts.is_empty() {
-        return Err(Error::invalid("MONARCH_HOSTS lists no host"));
-    }
-    Ok(hosts)
 }
 
 /// An n-d array of hosts, each running a host agent.
@@ -85,7 +70,7 @@ impl HostMesh {
             .collect::<Result<_>>()?;
         let futs: Vec<Result<Future>> = hosts
             .iter()
-            .map(|h| rt.call_agent(h, "info", &[]))
+            .map(|h| rt.call_agent(h, agent_protocol::INFO, &[]))
             .collect();
         for (h, f) in hosts.iter().zip(futs) {
             wait_one(&f?, &format!("host agent {h}"))?;
@@ -140,7 +125,10 @@ impl HostMesh {
         //    before any proc can report Ready.
         let prepared: Vec<Result<Future>> = hosts
             .iter()
-            .map(|h| self.rt.call_agent(h, "prepare", &[n.as_bytes()]))
+            .map(|h| {
+                self.rt
+                    .call_agent(h, agent_protocol::PREPARE, &[n.as_bytes()])
+            })
             .collect();
         let mut addrs: Vec<Vec<String>> = Vec::with_capacity(hosts.len());
         for (h, f) in hosts.iter().zip(prepared) {
@@ -175,7 +163,7 @@ impl HostMesh {
             let list = addrs[i].join("\n");
             started.push(self.rt.call_agent(
                 h,
-                "start",
+                agent_protocol::START,
                 &[
                     controller.as_bytes(),
                     base.as_bytes(),

@@ -1,51 +1,66 @@
 //! monarch-core: the language-neutral heart of libmonarch.
 //!
+//! Public (used by the C ABI, the `monarch` command, the data plane):
+//!
+//! - [`Runtime`] ([`runtime`]): this process's proc: connections, routing,
+//!   hosted actors, reply ports, child procs; [`Future`] and [`Answer`]
+//!   ([`future`]) are what its operations return and what events are
+//!   answered with
+//! - [`ProcMesh`], [`ActorMesh`], [`HostMesh`], [`PortRef`],
+//!   [`PortReceiver`], [`ValueMesh`], [`SupervisionEvent`]: the meshes, ports,
+//!   gathered replies and failure events the runtime hands out
 //! - [`geometry`]: named, strided views over ranks (meshes and slices)
 //! - [`wire`] and [`frame`]: the flatbuffers envelope and multipart frames
-//! - [`completion`]: one-shot futures and the notification descriptor
+//! - [`completion`]: one-shot completions with a spin-then-park wait
 //! - [`process`]: starting and reaping local proc processes
-//! - [`runtime`]: this process's proc: connections, routing, actors, ports
-//!   (its `io` submodule: how threads wait and read the sockets)
-//! - [`mesh`]: proc meshes and actor meshes
-//! - [`local`]: in-process procs (scale tests, benchmarks)
-//! - [`multicast`]: the tree a cast travels down
-//! - [`port`]: port references, stream ports and their receivers
-//! - [`value`]: gathered replies
-//! - [`transport`]: Unix and TCP sockets, addresses
-//! - [`auth`]: HMAC-SHA256 challenge-response on every connection
-//! - [`tls`]: optional TLS 1.3 (rustls) on TCP links
-//! - [`host`]: host meshes (procs started by host agents on other hosts)
-//! - [`logs`]: proc output streamed back to the controller
+//! - [`transport`], [`auth`], [`tls`]: sockets and addresses, the
+//!   challenge-response on every connection, optional TLS on TCP links
+//! - [`agent_protocol`]: what a controller and a host agent say
 //! - [`allocator`]: obtaining host agents (SLURM)
-//! - [`supervision`]: failure events sent up the ownership tree
+//! - [`logs`]: proc output streamed back to the controller
+//! - [`local`]: in-process procs (scale tests, benchmarks)
+//! - [`random`]: random values from the kernel
+//! - [`error`], [`value`]
+//!
+//! Private: the connection reader and writer (`conn`), the multicast tree
+//! (`multicast`), meshes (`mesh`), ports (`port`), host meshes (`host`),
+//! supervision events (`supervision`), raw socket calls (`socket`) and the
+//! eventfd wrapper (`eventfd`).
 
+#![deny(missing_docs)]
+
+pub mod agent_protocol;
 pub mod allocator;
 pub mod auth;
 pub mod completion;
 mod conn;
 pub mod error;
+mod eventfd;
 pub mod frame;
+pub mod future;
 pub mod geometry;
-pub mod host;
+mod host;
 pub mod local;
 pub mod logs;
-pub mod mesh;
-pub mod multicast;
-pub mod port;
+mod mesh;
+mod multicast;
+mod port;
 pub mod process;
+pub mod random;
 pub mod runtime;
-pub mod supervision;
-pub mod sync;
+mod socket;
+mod supervision;
 pub mod tls;
 pub mod transport;
 pub mod value;
 pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};
+pub use future::{Answer, Future};
 pub use geometry::Shape;
 pub use host::HostMesh;
 pub use mesh::{ActorMesh, CallMode, MeshView, ProcMesh};
-pub use port::{PortReceiver, PortRef};
-pub use runtime::{Event, EventKind, Future, Runtime};
+pub use port::PortRef;
+pub use runtime::{Event, EventKind, PortReceiver, Runtime};
 pub use supervision::{FailureCause, SupervisionEvent};
 pub use value::{PointValue, ValueMesh};

@@ -24,10 +24,10 @@
 //! while casting. Per-sender FIFO holds as with sockets: one path per
 //! sender and proc, FIFO mailboxes, in-order forwarding.
 
-use crate::sync::LockExt;
+use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::completion::Completion;
@@ -36,6 +36,10 @@ use crate::geometry::Shape;
 use crate::multicast::{subtree_slots, view_hops, ViewIndex};
 use crate::runtime::Future;
 use crate::value::{PointValue, ValueMesh};
+
+mod collect;
+pub use collect::Combine;
+use collect::{Batch, Collector, Mode, Upward};
 
 /// A Rust-native actor hosted by a local proc.
 pub trait LocalActor: Send {
@@ -65,276 +69,6 @@ struct Delivery {
     at: usize,
     /// Where this proc's batch of replies goes; None: nobody waits.
     up: Option<Arc<Collector>>,
-}
-
-/// A partial fold: the combined value, or the first error met.
-type Folded = std::result::Result<Vec<u8>, String>;
-
-/// A native combine function for reductions inside the tree.
-pub type Combine = Arc<dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync>;
-
-/// What a subtree sends up: its replies, or its fold.
-enum Batch {
-    Values(Vec<(u64, PointValue)>),
-    Fold(Option<Folded>),
-}
-
-enum Mode {
-    Gather,
-    Fold(Combine),
-}
-
-/// Where a collector's result goes once complete.
-enum Upward {
-    /// The collector of the proc above (the forwarder, or the sender).
-    Parent(Arc<Collector>),
-    /// The sender's future: a gather over `shape`, or a fold finished
-    /// with `identity`.
-    Root {
-        done: Future,
-        shape: Shape,
-        identity: Vec<u8>,
-    },
-}
-
-/// Replies of one cast collected at one node (a forwarding proc, or the
-/// sender): it waits for exactly one batch from each of its first hops
-/// (and one value from its own actor), then sends one batch up. Which
-/// points a hop covers is not recorded: if the hop's proc is lost, the
-/// points are computed from the view and the tree then
-/// (`multicast::subtree_slots`), so issuing a cast costs nothing per point.
-struct Collector {
-    view: Arc<ViewIndex>,
-    /// The proc holding it (None: the sender) and its key there.
-    at: Option<usize>,
-    id: u64,
-    mode: Mode,
-    up: Upward,
-    st: Mutex<CollState>,
-    /// The cluster's count of collectors alive (see `LocalStats`).
-    live: Arc<AtomicUsize>,
-}
-
-#[derive(Default)]
-struct CollState {
-    /// Hops (and `at`, for its own point) whose batch is not in yet.
-    pending: Vec<usize>,
-    /// Gather at a forwarder: the replies so far.
-    values: Vec<(u64, PointValue)>,
-    /// Gather at the sender: one cell per point, allocated with the first
-    /// batch (not when the cast is issued).
-    slots: Vec<Option<PointValue>>,
-    fold: Option<Folded>,
-    /// Completed, or its proc was lost: later batches are dropped.
-    closed: bool,
-}
-
-impl Drop for Collector {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-fn fold_merge(combine: &Combine, acc: Option<Folded>, v: Option<Folded>) -> Option<Folded> {
-    match (acc, v) {
-        (a, None) => a,
-        (None, v) => v,
-        (Some(Err(e)), _) | (Some(Ok(_)), Some(Err(e))) => Some(Err(e)),
-        (Some(Ok(a)), Some(Ok(b))) => Some(Ok(combine(&a, &b))),
-    }
-}
-
-fn to_folded(v: PointValue) -> Folded {
-    match v {
-        PointValue::Ok(mut p) if !p.is_empty() => Ok(p.swap_remove(0)),
-        PointValue::Ok(_) => Ok(Vec::new()),
-        PointValue::Err { message, .. } => Err(message),
-    }
-}
-
-impl Collector {
-    fn new(
-        view: Arc<ViewIndex>,
-        at: Option<usize>,
-        id: u64,
-        mode: Mode,
-        up: Upward,
-        pending: Vec<usize>,
-        live: Arc<AtomicUsize>,
-    ) -> Collector {
-        live.fetch_add(1, Ordering::Relaxed);
-        Collector {
-            view,
-            at,
-            id,
-            mode,
-            up,
-            st: Mutex::new(CollState {
-                pending,
-                ..Default::default()
-            }),
-            live,
-        }
-    }
-
-    /// A collector below this one (at proc `at`, waiting for `pending`).
-    fn below(self: &Arc<Self>, at: usize, id: u64, pending: Vec<usize>) -> Collector {
-        let mode = match &self.mode {
-            Mode::Gather => Mode::Gather,
-            Mode::Fold(c) => Mode::Fold(c.clone()),
-        };
-        Collector::new(
-            self.view.clone(),
-            Some(at),
-            id,
-            mode,
-            Upward::Parent(self.clone()),
-            pending,
-            self.live.clone(),
-        )
-    }
-
-    fn merge(&self, st: &mut CollState, batch: Batch) {
-        match batch {
-            Batch::Values(vals) => match (&self.mode, &self.up) {
-                (Mode::Fold(c), _) => {
-                    for (_, v) in vals {
-                        st.fold = fold_merge(c, st.fold.take(), Some(to_folded(v)));
-                    }
-                }
-                (Mode::Gather, Upward::Root { .. }) => {
-                    if st.slots.is_empty() {
-                        st.slots = (0..self.view.len()).map(|_| None).collect();
-                    }
-                    for (slot, v) in vals {
-                        if let Some(cell) = st.slots.get_mut(slot as usize) {
-                            cell.get_or_insert(v);
-                        }
-                    }
-                }
-                (Mode::Gather, Upward::Parent(_)) => {
-                    if st.values.is_empty() {
-                        st.values = vals;
-                    } else {
-                        st.values.extend(vals);
-                    }
-                }
-            },
-            Batch::Fold(f) => {
-                if let Mode::Fold(c) = &self.mode {
-                    st.fold = fold_merge(c, st.fold.take(), f);
-                }
-            }
-        }
-    }
-
-    /// The batch of hop (or own point) `from` is in.
-    fn add(&self, sh: &Shared, from: usize, batch: Batch) {
-        if matches!(self.up, Upward::Root { .. }) {
-            self.add_at_sender(sh, from, batch);
-        } else {
-            self.take_in(sh, from, batch);
-        }
-    }
-
-    /// A batch reaching the sender: counted, and its CPU time measured
-    /// (`LocalStats`). Not inlined, so profilers can tell it apart.
-    #[inline(never)]
-    fn add_at_sender(&self, sh: &Shared, from: usize, batch: Batch) {
-        let t0 = thread_cpu_ns();
-        if self.take_in(sh, from, batch) {
-            sh.root_batches.fetch_add(1, Ordering::Relaxed);
-            sh.gather_cpu_ns
-                .fetch_add(thread_cpu_ns().saturating_sub(t0), Ordering::Relaxed);
-        }
-    }
-
-    /// Merge the batch of hop `from` (false: not expected, dropped); the
-    /// last one passes the result up.
-    fn take_in(&self, sh: &Shared, from: usize, batch: Batch) -> bool {
-        let done = {
-            let mut st = self.st.locked();
-            let Some(i) = (!st.closed)
-                .then(|| st.pending.iter().position(|&h| h == from))
-                .flatten()
-            else {
-                return false; // late, duplicate, or its collector is gone
-            };
-            st.pending.swap_remove(i);
-            self.merge(&mut st, batch);
-            if st.pending.is_empty() {
-                st.closed = true;
-                Some(std::mem::take(&mut *st))
-            } else {
-                None
-            }
-        };
-        if let Some(st) = done {
-            self.finish(sh, st);
-        }
-        true
-    }
-
-    /// Hop `hop` was lost before its batch came: every point of its
-    /// subtree fails (computed now, from the view and the tree).
-    fn fail_hop(&self, sh: &Shared, hop: usize, why: &str) {
-        let batch = match &self.mode {
-            Mode::Fold(_) => Batch::Fold(Some(Err(why.to_string()))),
-            Mode::Gather => Batch::Values(
-                subtree_slots(hop, sh.fanout, sh.procs.len(), &self.view)
-                    .map(|s| (s, PointValue::error(why)))
-                    .collect(),
-            ),
-        };
-        self.add(sh, hop, batch);
-    }
-
-    /// All batches are in: pass the result up.
-    fn finish(&self, sh: &Shared, st: CollState) {
-        if let Some(at) = self.at {
-            sh.procs[at].relays.locked().remove(&self.id);
-        }
-        match &self.up {
-            Upward::Parent(p) => {
-                let at = self.at.expect("a forwarder's collector has a proc");
-                let batch = match self.mode {
-                    Mode::Gather => Batch::Values(st.values),
-                    Mode::Fold(_) => Batch::Fold(st.fold),
-                };
-                p.add(sh, at, batch);
-            }
-            Upward::Root {
-                done,
-                shape,
-                identity,
-            } => {
-                let vm = match &self.mode {
-                    Mode::Gather => {
-                        let mut slots = st.slots;
-                        if slots.is_empty() {
-                            slots = (0..self.view.len()).map(|_| None).collect();
-                        }
-                        ValueMesh {
-                            shape: shape.clone(),
-                            values: slots
-                                .into_iter()
-                                .map(|v| v.unwrap_or_else(|| PointValue::error("no reply")))
-                                .collect(),
-                        }
-                    }
-                    Mode::Fold(combine) => ValueMesh {
-                        shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
-                        values: vec![match st.fold {
-                            None => PointValue::Ok(vec![identity.clone()]),
-                            Some(Ok(a)) => PointValue::Ok(vec![combine(identity, &a)]),
-                            Some(Err(e)) => PointValue::error(e),
-                        }],
-                    },
-                };
-                done.complete(Ok(vm));
-            }
-        }
-    }
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -444,6 +178,7 @@ impl LocalCluster {
         self.shared.procs.len()
     }
 
+    /// Whether the cluster has no procs.
     pub fn is_empty(&self) -> bool {
         self.shared.procs.is_empty()
     }
@@ -451,10 +186,11 @@ impl LocalCluster {
     /// Construct actor `name` on every proc: `make(base_rank)`.
     pub fn spawn(&self, name: &str, make: impl Fn(usize) -> Box<dyn LocalActor>) {
         for (r, p) in self.shared.procs.iter().enumerate() {
-            p.actors.locked().insert(name.to_string(), make(r));
+            p.actors.lock().insert(name.to_string(), make(r));
         }
     }
 
+    /// Counters of what the cluster has done so far.
     pub fn stats(&self) -> LocalStats {
         let s = &self.shared;
         LocalStats {
@@ -462,14 +198,14 @@ impl LocalCluster {
             forwards: s.forwards.load(Ordering::Relaxed),
             root_batches: s.root_batches.load(Ordering::Relaxed),
             gather_cpu_ns: s.gather_cpu_ns.load(Ordering::Relaxed),
-            relays: s.procs.iter().map(|p| p.relays.locked().len()).sum(),
+            relays: s.procs.iter().map(|p| p.relays.lock().len()).sum(),
             collectors: s.live.load(Ordering::Relaxed),
         }
     }
 
     #[cfg(test)]
     fn mailbox_len(&self, rank: usize) -> usize {
-        self.shared.procs[rank].mailbox.locked().len()
+        self.shared.procs[rank].mailbox.lock().len()
     }
 
     /// Lose proc `rank`, as if its process died: mail waiting for it is
@@ -484,14 +220,14 @@ impl LocalCluster {
             .get(rank)
             .ok_or_else(|| Error::invalid(format!("no local proc {rank}")))?;
         let mail: Vec<Delivery> = {
-            let mut mb = p.mailbox.locked();
+            let mut mb = p.mailbox.lock();
             if p.lost.swap(true, Ordering::SeqCst) {
                 return Ok(());
             }
             mb.drain(..).collect()
         };
         let relays: Vec<Arc<Collector>> = {
-            let mut r = p.relays.locked();
+            let mut r = p.relays.lock();
             r.drain().map(|(_, c)| c).collect()
         };
         let why = format!("local proc {rank} was lost");
@@ -501,7 +237,7 @@ impl LocalCluster {
             }
         }
         for c in relays {
-            c.st.locked().closed = true;
+            c.st.lock().closed = true;
             if let Upward::Parent(up) = &c.up {
                 up.fail_hop(sh, rank, &why);
             }
@@ -608,7 +344,7 @@ impl LocalCluster {
             ));
             if !routes.lost.is_empty() {
                 // Points on lost procs fail at once (not pending).
-                let mut st = c.st.locked();
+                let mut st = c.st.lock();
                 for &(r, slot) in &routes.lost {
                     let why = format!("local proc {r} was lost");
                     let b = Batch::Values(vec![(slot, PointValue::error(why))]);
@@ -621,7 +357,7 @@ impl LocalCluster {
             if routes.hops.is_empty() {
                 // Nothing to wait for (an empty view, or every point lost).
                 let st = {
-                    let mut st = c.st.locked();
+                    let mut st = c.st.lock();
                     st.closed = true;
                     std::mem::take(&mut *st)
                 };
@@ -650,7 +386,7 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         {
-            let _q = self.shared.runq.locked();
+            let _q = self.shared.runq.lock();
             self.shared.wake.notify_all();
         }
         for t in self.threads.drain(..) {
@@ -669,7 +405,7 @@ impl Shared {
             let r = d.at;
             let p = &self.procs[r];
             {
-                let mut mb = p.mailbox.locked();
+                let mut mb = p.mailbox.lock();
                 if !p.lost.load(Ordering::SeqCst) {
                     mb.push_back(d);
                     drop(mb);
@@ -687,7 +423,7 @@ impl Shared {
             return;
         }
         let one = ready.len() == 1;
-        self.runq.locked().extend(ready);
+        self.runq.lock().extend(ready);
         if one {
             self.wake.notify_one();
         } else {
@@ -698,7 +434,7 @@ impl Shared {
     fn work(&self) {
         loop {
             let r = {
-                let mut q = self.runq.locked();
+                let mut q = self.runq.lock();
                 loop {
                     if self.stop.load(Ordering::SeqCst) {
                         return;
@@ -706,7 +442,7 @@ impl Shared {
                     if let Some(r) = q.pop_front() {
                         break r;
                     }
-                    q = self.wake.wait(q).unwrap_or_else(|p| p.into_inner());
+                    self.wake.wait(&mut q);
                 }
             };
             self.run_proc(r);
@@ -717,13 +453,13 @@ impl Shared {
     fn run_proc(&self, r: usize) {
         let p = &self.procs[r];
         loop {
-            let next = p.mailbox.locked().pop_front();
+            let next = p.mailbox.lock().pop_front();
             match next {
                 Some(d) => self.handle(d),
                 None => {
                     p.scheduled.store(false, Ordering::Release);
                     // A post may have raced with us going idle.
-                    let more = !p.mailbox.locked().is_empty();
+                    let more = !p.mailbox.lock().is_empty();
                     if !more || p.scheduled.swap(true, Ordering::AcqRel) {
                         return;
                     }
@@ -749,14 +485,14 @@ impl Shared {
                 pending.extend(own.map(|_| r));
                 let c = Arc::new(parent.below(r, id, pending));
                 {
-                    let mut st = c.st.locked();
+                    let mut st = c.st.lock();
                     for &(lr, slot) in &routes.lost {
                         let why = format!("local proc {lr} was lost");
                         c.merge(&mut st, Batch::Values(vec![(slot, PointValue::error(why))]));
                     }
                 }
                 let registered = {
-                    let mut relays = self.procs[r].relays.locked();
+                    let mut relays = self.procs[r].relays.lock();
                     // Checked under the lock `lose` drains the relays with.
                     let ok = !self.procs[r].lost.load(Ordering::SeqCst);
                     if ok {
@@ -765,14 +501,14 @@ impl Shared {
                     ok
                 };
                 if !registered {
-                    c.st.locked().closed = true;
+                    c.st.lock().closed = true;
                     parent.fail_hop(self, r, &format!("local proc {r} was lost"));
                     return;
                 }
                 if own.is_none() && routes.hops.is_empty() {
                     // Every point below us is lost: nothing to wait for.
                     let st = {
-                        let mut st = c.st.locked();
+                        let mut st = c.st.lock();
                         st.closed = true;
                         std::mem::take(&mut *st)
                     };
@@ -793,7 +529,7 @@ impl Shared {
         let Some(slot) = own else { return };
         let msg = &d.msg;
         let result = {
-            let mut actors = self.procs[r].actors.locked();
+            let mut actors = self.procs[r].actors.lock();
             match actors.get_mut(&msg.actor) {
                 Some(a) => a.handle(&msg.method, &msg.parts, slot),
                 None => Err(format!("no actor '{}' on local proc {r}", msg.actor)),
@@ -810,388 +546,4 @@ impl Shared {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Per base rank: (method, first part as u64) of each message, in order.
-    type Log = Arc<Mutex<Vec<Vec<(String, u64)>>>>;
-
-    /// Records every message; answers its point and base rank.
-    struct Recorder {
-        base: usize,
-        log: Log,
-    }
-
-    impl LocalActor for Recorder {
-        fn handle(
-            &mut self,
-            method: &str,
-            parts: &[Vec<u8>],
-            point: u64,
-        ) -> std::result::Result<Vec<Vec<u8>>, String> {
-            let seq = parts
-                .first()
-                .map(|p| u64::from_le_bytes(p[..8].try_into().unwrap()))
-                .unwrap_or(0);
-            self.log.lock().unwrap()[self.base].push((method.to_string(), seq));
-            if method == "fail" {
-                return Err(format!("rank {} failed", self.base));
-            }
-            Ok(vec![
-                point.to_le_bytes().to_vec(),
-                (self.base as u64).to_le_bytes().to_vec(),
-            ])
-        }
-    }
-
-    fn cluster(n: usize, k: usize) -> (LocalCluster, Log) {
-        let c = LocalCluster::new(n, 2, k);
-        let log = Arc::new(Mutex::new(vec![Vec::new(); n]));
-        let l = log.clone();
-        c.spawn("rec", move |base| {
-            Box::new(Recorder {
-                base,
-                log: l.clone(),
-            })
-        });
-        (c, log)
-    }
-
-    fn u(b: &[u8]) -> u64 {
-        u64::from_le_bytes(b.try_into().unwrap())
-    }
-
-    #[test]
-    fn cast_to_4096_ranks_reaches_each_once_in_rank_order() {
-        let (c, log) = cluster(4096, 16);
-        let shape = Shape::new(&[("hosts", 64), ("gpus", 64)]).unwrap();
-        let f = c
-            .cast(
-                "rec",
-                "ping",
-                vec![7u64.to_le_bytes().to_vec()],
-                &shape,
-                true,
-            )
-            .unwrap()
-            .unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(120))));
-        let vm = f.take().unwrap().unwrap();
-        assert_eq!(vm.values.len(), 4096);
-        for (i, v) in vm.values.iter().enumerate() {
-            let p = v.parts();
-            assert_eq!((u(&p[0]), u(&p[1])), (i as u64, i as u64));
-        }
-        assert!(log.lock().unwrap().iter().all(|l| l.len() == 1));
-        let st = c.stats();
-        assert_eq!(st.root_sends, 16, "the sender sends to K first hops only");
-        // A strided slice: points renumbered, every 8th gpu of host 3..5.
-        let view = shape
-            .select("hosts", Some(3), Some(5), 1)
-            .unwrap()
-            .select("gpus", None, None, 8)
-            .unwrap();
-        let f = c.cast("rec", "ping", vec![], &view, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        let vm = f.take().unwrap().unwrap();
-        let got: Vec<(u64, u64)> = vm
-            .values
-            .iter()
-            .map(|v| (u(&v.parts()[0]), u(&v.parts()[1])))
-            .collect();
-        let want: Vec<(u64, u64)> = (0..16)
-            .map(|i| (i as u64, (3 * 64 + (i / 8) * 64 + (i % 8) * 8) as u64))
-            .collect();
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn fifo_per_actor_across_casts_slices_and_direct_messages() {
-        let (c, log) = cluster(300, 3);
-        let all = Shape::new(&[("x", 300)]).unwrap();
-        let mut want: Vec<Vec<u64>> = vec![Vec::new(); 300];
-        let mut last = None;
-        for i in 0..60u64 {
-            let view = match i % 3 {
-                0 => all.clone(),
-                1 => all.select("x", Some(100), None, 7).unwrap(),
-                _ => all.at("x", (i as usize * 37) % 300).unwrap(),
-            };
-            for b in view.base_ranks() {
-                want[b].push(i);
-            }
-            last = c
-                .cast("rec", "seq", vec![i.to_le_bytes().to_vec()], &view, i == 59)
-                .unwrap();
-        }
-        let f = last.unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        // Broadcasts may still be running on other ranks: wait for them.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let got: Vec<Vec<u64>> = log
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|l| l.iter().map(|(_, s)| *s).collect())
-                .collect();
-            if got == want {
-                break;
-            }
-            for (r, g) in got.iter().enumerate() {
-                assert!(
-                    g.windows(2).all(|w| w[0] < w[1]),
-                    "rank {r} out of order: {g:?}"
-                );
-            }
-            assert!(std::time::Instant::now() < deadline, "casts not delivered");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
-
-    #[test]
-    fn reduce_inside_the_tree() {
-        let (c, _) = cluster(4096, 16);
-        let all = Shape::new(&[("x", 4096)]).unwrap();
-        // Sum of the points (first reply part), plus the identity.
-        let sum: Combine = Arc::new(|a: &[u8], b: &[u8]| (u(a) + u(b)).to_le_bytes().to_vec());
-        let f = c
-            .cast_reduce(
-                "rec",
-                "x",
-                vec![],
-                &all,
-                5u64.to_le_bytes().to_vec(),
-                sum.clone(),
-            )
-            .unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        let vm = f.take().unwrap().unwrap();
-        assert_eq!(u(&vm.values[0].parts()[0]), 5 + 4095 * 4096 / 2);
-        // On a strided slice, points are renumbered: 0..8 sum to 28.
-        let view = all.select("x", Some(1), None, 512).unwrap();
-        let f = c
-            .cast_reduce("rec", "x", vec![], &view, vec![0; 8], sum.clone())
-            .unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), 28);
-        // Empty view: the identity. An error anywhere: the error.
-        let empty = all.select("x", Some(0), Some(0), 1).unwrap();
-        let f = c
-            .cast_reduce(
-                "rec",
-                "x",
-                vec![],
-                &empty,
-                9u64.to_le_bytes().to_vec(),
-                sum.clone(),
-            )
-            .unwrap();
-        assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), 9);
-        let f = c
-            .cast_reduce("rec", "fail", vec![], &all, vec![0; 8], sum)
-            .unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        assert!(f.take().unwrap().unwrap().values[0].is_err());
-    }
-
-    #[test]
-    fn errors_and_empty_views() {
-        let (c, _) = cluster(20, 4);
-        let all = Shape::new(&[("x", 20)]).unwrap();
-        let f = c.cast("rec", "fail", vec![], &all, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        let vm = f.take().unwrap().unwrap();
-        assert!(vm.values.iter().all(|v| v.is_err()));
-        let f = c.cast("nobody", "x", vec![], &all, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        assert!(f.take().unwrap().unwrap().values[3].is_err());
-        let empty = all.select("x", Some(3), Some(3), 1).unwrap();
-        let f = c.cast("rec", "x", vec![], &empty, true).unwrap().unwrap();
-        assert!(f.take().unwrap().unwrap().values.is_empty());
-        let big = Shape::new(&[("x", 21)]).unwrap();
-        assert!(c.cast("rec", "x", vec![], &big, true).is_err());
-    }
-
-    /// Waits until the cluster has no cast in flight: no collector
-    /// registered at a proc, none alive anywhere.
-    fn settle(c: &LocalCluster) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let st = c.stats();
-            if st.relays == 0 && st.collectors == 0 {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "reply state leaked: {st:?}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
-
-    #[test]
-    fn casts_leave_no_relay_state_behind() {
-        let (c, _) = cluster(1000, 4);
-        let all = Shape::new(&[("a", 10), ("b", 100)]).unwrap();
-        let views = [
-            all.clone(),
-            all.select("b", Some(3), None, 7).unwrap(),
-            all.at("a", 9).unwrap().at("b", 99).unwrap(),
-            all.select("a", Some(2), Some(9), 3).unwrap(),
-        ];
-        for round in 0..3 {
-            for v in &views {
-                let f = c.cast("rec", "x", vec![], v, true).unwrap().unwrap();
-                assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-                let vm = f.take().unwrap().unwrap();
-                assert_eq!(vm.values.len(), v.len());
-                assert!(vm.values.iter().all(|x| !x.is_err()), "round {round}");
-                c.cast("rec", "x", vec![], v, false).unwrap();
-                let sum: Combine =
-                    Arc::new(|a: &[u8], b: &[u8]| (u(a) + u(b)).to_le_bytes().to_vec());
-                let f = c
-                    .cast_reduce("rec", "x", vec![], v, vec![0; 8], sum)
-                    .unwrap();
-                assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-                let want: u64 = (0..v.len() as u64).sum();
-                assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), want);
-            }
-        }
-        settle(&c);
-        // Failing points, and an actor that is not there, also complete.
-        let f = c.cast("rec", "fail", vec![], &all, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        let f = c.cast("ghost", "x", vec![], &all, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        settle(&c);
-    }
-
-    /// Blocks its handler at one base rank until the gate opens.
-    struct Gate {
-        base: usize,
-        gate: Arc<(Mutex<(bool, usize)>, std::sync::Condvar)>,
-        at: usize,
-    }
-
-    impl LocalActor for Gate {
-        fn handle(
-            &mut self,
-            _method: &str,
-            _parts: &[Vec<u8>],
-            point: u64,
-        ) -> std::result::Result<Vec<Vec<u8>>, String> {
-            if self.base == self.at {
-                let (m, cv) = &*self.gate;
-                let mut g = m.lock().unwrap();
-                g.1 += 1;
-                cv.notify_all();
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-                while !g.0 && std::time::Instant::now() < deadline {
-                    g = cv
-                        .wait_timeout(g, std::time::Duration::from_millis(100))
-                        .unwrap()
-                        .0;
-                }
-            }
-            Ok(vec![point.to_le_bytes().to_vec()])
-        }
-    }
-
-    #[test]
-    fn a_proc_lost_mid_cast_fails_exactly_its_subtree_and_leaks_nothing() {
-        // K = 4, 100 procs: 9's parent is 1; 9's children are 40..44.
-        let (n, k, victim) = (100, 4, 9);
-        let c = LocalCluster::new(n, 2, k);
-        let gate = Arc::new((Mutex::new((false, 0usize)), std::sync::Condvar::new()));
-        let g = gate.clone();
-        c.spawn("g", move |base| {
-            Box::new(Gate {
-                base,
-                gate: g.clone(),
-                at: victim,
-            })
-        });
-        let all = Shape::new(&[("x", n)]).unwrap();
-        // Cast A: 9 forwards to 40..44 (its collector waits), then blocks.
-        let a = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
-        {
-            let (m, cv) = &*gate;
-            let mut st = m.lock().unwrap();
-            while st.1 == 0 {
-                st = cv
-                    .wait_timeout(st, std::time::Duration::from_secs(60))
-                    .unwrap()
-                    .0;
-            }
-        }
-        // Cast B: its delivery waits in 9's mailbox.
-        let b = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while c.mailbox_len(victim) == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "cast B never queued at 9"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert!(c.stats().relays > 0);
-        c.lose(victim).unwrap();
-        // 9 resumes (as a process would not): its reply must be dropped.
-        gate.0.lock().unwrap().0 = true;
-        gate.1.notify_all();
-        let subtree: Vec<usize> = vec![9, 40, 41, 42, 43];
-        for f in [a, b] {
-            assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-            let vm = f.take().unwrap().unwrap();
-            for (slot, v) in vm.values.iter().enumerate() {
-                if subtree.contains(&slot) {
-                    assert!(v.is_err(), "slot {slot} should have failed");
-                    assert!(
-                        matches!(v, PointValue::Err { message, .. } if message.contains("local proc 9 was lost")),
-                        "{v:?}"
-                    );
-                } else {
-                    assert_eq!(u(&v.parts()[0]), slot as u64, "slot {slot}");
-                }
-            }
-        }
-        settle(&c);
-        // Later casts route around 9: only its own point fails, and a
-        // strided view through it as well.
-        let f = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        let vm = f.take().unwrap().unwrap();
-        for (slot, v) in vm.values.iter().enumerate() {
-            assert_eq!(v.is_err(), slot == victim, "slot {slot}");
-        }
-        let view = all.select("x", Some(1), None, 8).unwrap(); // 1, 9, 17, ...
-        let f = c.cast("g", "w", vec![], &view, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        let vm = f.take().unwrap().unwrap();
-        for (slot, v) in vm.values.iter().enumerate() {
-            assert_eq!(v.is_err(), slot == 1, "slot {slot}");
-        }
-        // A fold through the lost proc fails; one around it does not.
-        let sum: Combine = Arc::new(|a: &[u8], b: &[u8]| (u(a) + u(b)).to_le_bytes().to_vec());
-        let f = c
-            .cast_reduce("g", "w", vec![], &all, vec![0; 8], sum.clone())
-            .unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        assert!(f.take().unwrap().unwrap().values[0].is_err());
-        let around = all.select("x", Some(40), Some(44), 1).unwrap();
-        let f = c
-            .cast_reduce("g", "w", vec![], &around, vec![0; 8], sum)
-            .unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        assert_eq!(u(&f.take().unwrap().unwrap().values[0].parts()[0]), 6);
-        // Every point lost: 1 answers for 9 (and 9's children still get
-        // a broadcast through 1).
-        let only = all.at("x", victim).unwrap();
-        let f = c.cast("g", "w", vec![], &only, true).unwrap().unwrap();
-        assert!(f.wait(Some(std::time::Duration::from_secs(60))));
-        assert!(f.take().unwrap().unwrap().values[0].is_err());
-        c.cast("g", "w", vec![], &all, false).unwrap();
-        settle(&c);
-    }
-}
+mod tests;

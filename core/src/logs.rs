@@ -9,10 +9,10 @@
 //! within the window are printed once: `[8 similar lines] text`.
 //! Options are per process (one runtime per process).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// A line of output: (from stderr, text).
@@ -45,7 +45,7 @@ fn state() -> &'static Mutex<State> {
 /// (None or zero: print every line as it comes).
 pub fn set_options(stream_to_client: bool, aggregate_window: Option<Duration>) {
     flush();
-    let mut s = state().locked();
+    let mut s = state().lock();
     s.stream = stream_to_client;
     s.window = aggregate_window.filter(|w| !w.is_zero());
 }
@@ -73,8 +73,8 @@ fn prefix(rank: Option<u64>) -> String {
 }
 
 /// One line of output of the proc at `rank` (without its newline).
-pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
-    let mut s = state().locked();
+pub(crate) fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
+    let mut s = state().lock();
     if !s.stream {
         return;
     }
@@ -98,7 +98,7 @@ pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
             .name("monarch-logs".into())
             .spawn(move || {
                 std::thread::sleep(window);
-                state().locked().flusher = false;
+                state().lock().flusher = false;
                 flush();
             });
     }
@@ -107,7 +107,7 @@ pub fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
 /// Print every line held for aggregation now.
 pub fn flush() {
     let pending = {
-        let mut s = state().locked();
+        let mut s = state().lock();
         s.index.clear();
         std::mem::take(&mut s.pending)
     };
@@ -122,12 +122,16 @@ pub fn flush() {
 
 /// Whether local procs' output is piped through [`emit`] (the default) or
 /// inherited (`MONARCH_PROC_OUTPUT=inherit`).
-pub fn capture_local() -> bool {
+pub(crate) fn capture_local() -> bool {
     std::env::var("MONARCH_PROC_OUTPUT").map_or(true, |v| v != "inherit")
 }
 
 /// Read a local proc's stdout and stderr line by line into [`emit`].
-pub fn forward_local(out: std::process::ChildStdout, err: std::process::ChildStderr, rank: u64) {
+pub(crate) fn forward_local(
+    out: std::process::ChildStdout,
+    err: std::process::ChildStderr,
+    rank: u64,
+) {
     fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool) {
         let _ = std::thread::Builder::new()
             .name("monarch-output".into())

@@ -8,8 +8,9 @@ use std::time::Duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
 use crate::multicast::{self, LazyRelays, Node, ViewIndex, FORWARD_ONLY};
-use crate::port::{PortReceiver, PortRef};
+use crate::port::PortRef;
 use crate::runtime::cast::set_cast_fields;
+use crate::runtime::PortReceiver;
 use crate::runtime::{Future, Runtime};
 use crate::value::{PointValue, ValueMesh};
 use crate::wire::{encode_shape, ActorMeshRef, Envelope, Kind};
@@ -152,6 +153,7 @@ impl ProcMesh {
 /// base ranks, and the operations that derive a new view (sharing the
 /// same procs or actors; nothing is copied or renumbered).
 pub trait MeshView: Sized {
+    /// The view's shape.
     fn shape(&self) -> &Shape;
 
     /// The same mesh seen through `shape` (a view of the same base ranks).
@@ -249,6 +251,7 @@ impl ActorMesh {
         self.r.encode()
     }
 
+    /// The actor mesh's name.
     pub fn name(&self) -> &str {
         &self.r.name
     }

@@ -2,34 +2,36 @@
 //!
 //! A [`PortRef`] names a port of some proc (`addr`, port id, slot) and can
 //! travel in messages; whoever holds it may send one value (or an error) to
-//! it with [`Runtime::port_send`] — a `Reply` frame, the same frame an
-//! endpoint's answer is. A [`PortReceiver`] is the receiving end of a
-//! *streaming* port opened by this proc: values are queued in arrival order
-//! and taken one at a time with [`PortReceiver::recv`], which returns a
-//! future (already complete when a value is queued). A port opened `once`
-//! closes after its first value.
+//! it with `Runtime::port_send` — a `Reply` frame, the same frame an
+//! endpoint's answer is. A [`StreamPort`] is the receiving state of a
+//! *streaming* port opened by this proc (its handle is the runtime's
+//! `PortReceiver`): values are queued in arrival order and taken one at a
+//! time, each as a future (already complete when a value is queued). A
+//! port opened `once` closes after its first value.
 //!
 //! A stream port opened for a cast ([`crate::ActorMesh::stream`]) also knows
 //! which proc owes each slot, so a proc that dies fills what it still owed
 //! with an error, like a gather port does; a port opened by a user
 //! (`Channel.open()`) does not (anyone may hold its reference).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::future::Future;
 use crate::geometry::Shape;
-use crate::runtime::{Answer, Future, Runtime};
 use crate::value::{PointValue, ValueMesh};
-use crate::wire::{Envelope, Kind};
 
 /// Where a value can be sent: port `port` of the proc at `addr`, filling
 /// `slot` (a gather port's slot; a stream port ignores it for ordering).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortRef {
+    /// Address of the proc that owns the port.
     pub addr: String,
+    /// The port's id in that proc.
     pub port: u64,
+    /// The slot of the port this reference fills.
     pub slot: u64,
 }
 
@@ -46,6 +48,7 @@ impl PortRef {
         v
     }
 
+    /// Decode a reference made by [`PortRef::encode`].
     pub fn decode(b: &[u8]) -> Result<PortRef> {
         let bad = || Error::invalid("malformed port reference");
         if b.len() < 20 || &b[..4] != MAGIC {
@@ -90,6 +93,16 @@ fn single(value: PointValue) -> ValueMesh {
 }
 
 impl StreamPort {
+    /// A cast port with no slot to fill (an empty mesh).
+    pub(crate) fn expects_nothing(&self) -> bool {
+        self.peers.as_ref().is_some_and(|p| p.is_empty())
+    }
+
+    /// Record which multicast forwarders each slot's message went through.
+    pub(crate) fn set_relays(&self, relays: Option<Arc<crate::multicast::LazyRelays>>) {
+        *self.relays.lock() = relays;
+    }
+
     pub(crate) fn new(once: bool, peers: Option<Vec<String>>) -> StreamPort {
         let n = peers.as_ref().map_or(0, |p| p.len());
         StreamPort {
@@ -108,7 +121,7 @@ impl StreamPort {
     /// Deliver a value for `slot`; returns true when the port is finished
     /// (no more values can come) and may be unregistered.
     pub(crate) fn deliver(&self, slot: u64, value: PointValue) -> bool {
-        let mut st = self.st.locked();
+        let mut st = self.st.lock();
         if st.closed.is_some() {
             return true;
         }
@@ -147,9 +160,9 @@ impl StreamPort {
         let Some(peers) = &self.peers else {
             return Vec::new();
         };
-        let relays = self.relays.locked().clone();
+        let relays = self.relays.lock().clone();
         let relayed: Vec<u64> = relays.map(|r| r.slots_through(peer)).unwrap_or_default();
-        let st = self.st.locked();
+        let st = self.st.lock();
         peers
             .iter()
             .enumerate()
@@ -165,16 +178,17 @@ impl StreamPort {
 
     /// Fail every waiter (the runtime stopped).
     pub(crate) fn close(&self, why: &str) {
-        let mut st = self.st.locked();
+        let mut st = self.st.lock();
         st.closed = Some(why.to_string());
         for w in st.waiters.drain(..) {
             w.complete(Err(Error::new(ErrorKind::Stopped, why.to_string())));
         }
     }
 
-    fn recv(&self, rt: &Runtime) -> Future {
-        let fut = rt.new_future();
-        let mut st = self.st.locked();
+    /// Complete `fut` with the next value, now when one is queued, else
+    /// when it arrives.
+    pub(crate) fn recv(&self, fut: Future) -> Future {
+        let mut st = self.st.lock();
         if let Some(v) = st.queue.pop_front() {
             fut.complete(Ok(single(v)));
         } else if let Some(why) = &st.closed {
@@ -183,93 +197,6 @@ impl StreamPort {
             st.waiters.push_back(fut.clone());
         }
         fut
-    }
-}
-
-/// The receiving end of a stream port of this proc. The port is closed
-/// (later values to it dropped, pending `recv` futures failed with
-/// `Stopped`) when the receiver is dropped.
-pub struct PortReceiver {
-    rt: Runtime,
-    id: u64,
-    port: Arc<StreamPort>,
-}
-
-impl PortReceiver {
-    /// A future of the next value: a ValueMesh with one point (the value or
-    /// the error that was sent). Futures complete in the order `recv` was
-    /// called, with values in the order they arrived.
-    pub fn recv(&self) -> Future {
-        self.port.recv(&self.rt)
-    }
-
-    /// A reference that others use to send to this port (slot 0).
-    pub fn port_ref(&self) -> PortRef {
-        PortRef {
-            addr: self.rt.addr().to_string(),
-            port: self.id,
-            slot: 0,
-        }
-    }
-
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Record which multicast forwarders each slot's message went through.
-    pub(crate) fn set_relays(&self, relays: Option<Arc<crate::multicast::LazyRelays>>) {
-        *self.port.relays.locked() = relays;
-    }
-}
-
-impl Drop for PortReceiver {
-    fn drop(&mut self) {
-        self.rt.close_stream(self.id);
-        // Futures still waiting for a value would otherwise never complete.
-        self.port.close("the port's receiver was freed");
-    }
-}
-
-impl Runtime {
-    /// Open a stream port of this proc; `once`: it takes one value only.
-    pub fn open_port(&self, once: bool) -> PortReceiver {
-        self.open_stream(once, None)
-    }
-
-    /// Open a stream port; with `peers`, slot i is owed by proc `peers[i]`
-    /// (its loss fills the slot with an error) and the port finishes when
-    /// every slot has a value.
-    pub(crate) fn open_stream(&self, once: bool, peers: Option<Vec<String>>) -> PortReceiver {
-        let id = self.next_id();
-        let port = Arc::new(StreamPort::new(once, peers));
-        if port.peers.as_ref().is_some_and(|p| p.is_empty()) {
-            port.close("empty mesh");
-        } else {
-            self.register_stream(id, port.clone());
-        }
-        PortReceiver {
-            rt: self.clone(),
-            id,
-            port,
-        }
-    }
-
-    /// Send one value (or error) to the port named by `to`. A port of this
-    /// proc is filled in place; otherwise a Reply frame goes to its proc.
-    pub fn port_send(&self, to: &PortRef, result: Answer<'_>) -> Result<()> {
-        self.check_running()?;
-        let mut env = Envelope::new(Kind::Reply);
-        env.reply_port = to.port;
-        env.reply_slot = to.slot;
-        let parts = match result {
-            Ok(parts) => parts,
-            Err((msg, parts)) => {
-                env.is_error = true;
-                env.error = msg.to_string();
-                parts
-            }
-        };
-        self.send(&to.addr, &env, parts)
     }
 }
 
@@ -297,7 +224,7 @@ mod tests {
         assert_eq!(p.owed_by("a"), vec![0]);
         assert!(p.owed_by("b").is_empty());
         assert!(p.deliver(0, PointValue::error("boom")));
-        let st = p.st.lock().unwrap();
+        let st = p.st.lock();
         assert_eq!(st.queue.len(), 2);
         assert!(st.closed.is_some());
     }

@@ -5,12 +5,12 @@
 //! the process: forking from a short-lived caller thread (a Python thread,
 //! say) would kill the child when that thread ends.
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::completion::Completion;
 use crate::error::{Error, ErrorKind, Result};
@@ -18,7 +18,9 @@ use crate::error::{Error, ErrorKind, Result};
 /// How a child process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitInfo {
+    /// Exited with this status code.
     Code(i32),
+    /// Killed by this signal.
     Signal(i32),
 }
 
@@ -47,7 +49,9 @@ fn signal_name(sig: i32) -> &'static str {
 
 /// One local child process hosting a proc.
 pub struct Child {
+    /// The address the proc listens on.
     pub addr: String,
+    /// The process id.
     pub pid: u32,
     /// Completes when the proc reports Ready (Ok) or exits first (Err).
     pub ready: Completion<Result<()>>,
@@ -95,23 +99,11 @@ pub(crate) fn spawn_on_spawner<T: Send + 'static>(
         let _ = tx.send(spawn());
     });
     spawner()
-        .locked()
+        .lock()
         .send(job)
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
     rx.recv()
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))
-}
-
-/// Start `argv` with `env` added, as a child that dies with this process.
-/// `on_exit` runs on a reaper thread after the child has been reaped.
-pub fn spawn_child(
-    argv: &[String],
-    env: Vec<(String, String)>,
-    addr: String,
-    ready: Completion<Result<()>>,
-    on_exit: impl FnOnce(Arc<Child>, ExitInfo) + Send + 'static,
-) -> Result<Arc<Child>> {
-    spawn_child_with(argv, env, addr, ready, SpawnOpts::default(), on_exit).map(|(c, _)| c)
 }
 
 /// Extra choices for [`spawn_child_with`].
@@ -126,7 +118,9 @@ pub struct SpawnOpts {
 /// The child's output pipes, when captured.
 pub type Output = Option<(std::process::ChildStdout, std::process::ChildStderr)>;
 
-/// [`spawn_child`] with [`SpawnOpts`]; also returns the output pipes.
+/// Start `argv` with `env` added, as a child that dies with this process;
+/// also returns the output pipes when `opts` captures them. `on_exit`
+/// runs on a reaper thread after the child has been reaped.
 pub fn spawn_child_with(
     argv: &[String],
     env: Vec<(String, String)>,
@@ -179,7 +173,7 @@ pub fn spawn_child_with(
         let _ = tx.send(cmd.spawn());
     });
     spawner()
-        .locked()
+        .lock()
         .send(job)
         .map_err(|_| Error::new(ErrorKind::Internal, "spawner thread is gone"))?;
     let mut child = rx
@@ -218,6 +212,7 @@ pub fn spawn_child_with(
 
 /// A private directory for this runtime's Unix sockets, removed on drop.
 pub struct SocketDir {
+    /// The directory.
     pub path: PathBuf,
 }
 
@@ -278,13 +273,4 @@ fn remove_stale(root: &Path) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
-}
-
-/// 128 random bits as hex, from the kernel.
-pub fn random_hex() -> String {
-    let mut buf = [0u8; 16];
-    // SAFETY: getrandom writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut _, buf.len(), 0) };
-    assert_eq!(n, buf.len() as isize, "getrandom failed");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,18 +1,23 @@
 //! The per-process runtime: this process's proc (its listening socket, its
-//! connections to peers, its hosted actors and reply ports) and the local
-//! child processes it started.
+//! connections to peers, its hosted actors and reply ports) and the
+//! processes it started.
 //!
-//! Threads: one accept thread, one reader thread per connection, one reaper
+//! [`Runtime`] (this file) is the public face. Its state is held by parts
+//! that each own theirs: `peers` (connections, lost procs), `ports` (reply
+//! ports), `children` (started procs), `actors` and `events` (hosted
+//! actors, the event queue), `supervise`, `heartbeat`, `remote` (procs on
+//! other hosts) and `cast` (multicast relays). `dispatch` handles frames in
+//! and out, `links` connections coming and going, `io` how threads wait.
+//!
+//! Threads: one accept thread per listener, one I/O thread, one reaper
 //! thread per child. Sends are written by the calling thread itself (no hop
-//! through an executor), and replies complete futures directly from the
-//! reader thread; waiters spin briefly before parking (see `completion`).
+//! through an executor); a thread that waits reads the sockets itself, so
+//! a reply completes its future on the thread that wants it (see `io`).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::cell::RefCell;
-use std::collections::VecDeque;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// The runtime's maps are looked up on every message; SipHash (std's
@@ -21,9 +26,19 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 
 use flatbuffers::FlatBufferBuilder;
 
+mod actors;
 pub(crate) mod cast;
+mod children;
+mod dispatch;
+mod events;
 mod heartbeat;
 mod io;
+mod links;
+mod peers;
+mod ports;
+use actors::ActorState;
+pub use events::{Event, EventKind};
+pub use ports::PortReceiver;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 #[cfg(test)]
@@ -32,27 +47,30 @@ mod connect_tests;
 mod spin_hint_tests;
 mod supervise;
 
-use io::{new_eventfd, signal_eventfd, Io, Parking};
+use crate::eventfd::EventFd;
+use io::{Io, Parking};
 
 use crate::completion::{Completion, Notifier, Pump, SpinPolicy};
-use crate::conn::{Conn, Defer};
+use crate::conn::Defer;
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::Frame;
 use crate::geometry::Shape;
 use crate::port::{PortRef, StreamPort};
-use crate::process::{random_hex, Child, ExitInfo, SocketDir};
-use crate::transport::{Listener, Stream};
-use crate::value::{PointValue, ValueMesh};
+use crate::process::SocketDir;
+use crate::supervision::SupervisionEvent;
+use crate::transport::Listener;
+use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
-/// A pending result: a ValueMesh (empty for operations without values) or
-/// an error that concerns the operation as a whole.
-pub type Future = Completion<Result<ValueMesh>>;
+pub use crate::future::{Answer, Future};
 
-/// Environment variables a worker proc reads at start-up.
+/// The controller's address (a worker proc reads this and the `ENV_*`
+/// below at start-up).
 pub const ENV_CONTROLLER: &str = "MONARCH_CONTROLLER";
+/// The address the proc must listen on.
 pub const ENV_PROC_ADDR: &str = "MONARCH_PROC_ADDR";
+/// The job secret procs authenticate each other with.
 pub const ENV_JOB_TOKEN: &str = "MONARCH_JOB_TOKEN";
+/// The proc's rank in the mesh it was spawned into.
 pub const ENV_PROC_RANK: &str = "MONARCH_PROC_RANK";
 /// Set by a host agent: the descriptor of the proc's listening TCP socket.
 pub const ENV_LISTEN_FD: &str = "MONARCH_LISTEN_FD";
@@ -64,159 +82,6 @@ fn spawn_timeout() -> Duration {
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(120);
     Duration::from_secs(secs)
-}
-
-/// An answer to an event: payload parts, or an error message plus parts
-/// (a binding may put a serialized exception there).
-pub type Answer<'a> = std::result::Result<&'a [&'a [u8]], (&'a str, &'a [&'a [u8]])>;
-
-/// What a hosted actor's binding is asked to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum EventKind {
-    /// Construct actor `actor` of `type_name` from the argument parts.
-    Spawn = 1,
-    /// Run endpoint `method` of `actor` on the parts.
-    Message = 2,
-    /// Stop actor `actor`.
-    StopActor = 3,
-    /// The proc is stopping: the binding should leave its event loop.
-    StopProc = 4,
-    /// A mesh owned by actor `actor` failed: part 0 is a
-    /// `SupervisionEvent` flatbuffer. Answer OK if the actor handled it,
-    /// with an error to escalate (the actor then fails and is reported to
-    /// its own owner). Freed unanswered = not handled.
-    Supervise = 5,
-}
-
-struct ReplyTo {
-    peer: String,
-    port: u64,
-    slot: u64,
-}
-
-/// One unit of work for the binding that hosts this proc's actors.
-pub struct Event {
-    pub kind: EventKind,
-    pub actor: String,
-    pub method: String,
-    pub type_name: String,
-    pub parts: Vec<Vec<u8>>,
-    /// Rank of this actor in the mesh the message was sent to (for Spawn:
-    /// its rank in the mesh it is spawned into).
-    pub message_rank: u64,
-    /// Encoded Shape of that mesh.
-    pub shape: Option<Arc<[u8]>>,
-    reply: Option<ReplyTo>,
-    answered: bool,
-    rt: Weak<Inner>,
-}
-
-impl Event {
-    /// The proc is stopping: tells the binding to leave its event loop
-    /// (nothing to answer).
-    fn stop_proc() -> Event {
-        Event {
-            kind: EventKind::StopProc,
-            actor: String::new(),
-            method: String::new(),
-            type_name: String::new(),
-            parts: Vec::new(),
-            message_rank: 0,
-            shape: None,
-            reply: None,
-            answered: true,
-            rt: Weak::new(),
-        }
-    }
-
-    /// Answer: `Ok(parts)` or `Err((message, parts))`. Answering a Spawn
-    /// marks the actor alive or failed; answering a StopActor removes it.
-    pub fn reply(&mut self, result: Answer<'_>) -> Result<()> {
-        let rt = self
-            .rt
-            .upgrade()
-            .ok_or_else(|| Error::new(ErrorKind::Stopped, "runtime was shut down"))?;
-        rt.answer(self, result)
-    }
-
-    /// The proc that sent this message, when it waits for an answer.
-    pub fn sender(&self) -> Option<&str> {
-        self.reply.as_ref().map(|r| r.peer.as_str())
-    }
-
-    /// Whether the sender waits for an answer.
-    pub fn wants_reply(&self) -> bool {
-        (self.reply.is_some() || self.kind == EventKind::Supervise) && !self.answered
-    }
-
-    /// Take over answering: the reply port the sender waits on, as a
-    /// reference that may be answered later, from any thread or proc
-    /// ([`Runtime::port_send`]). The event then counts as answered (None
-    /// when nobody waits).
-    pub fn take_reply_port(&mut self) -> Option<PortRef> {
-        if self.answered {
-            return None;
-        }
-        self.answered = true;
-        self.reply.as_ref().map(|r| PortRef {
-            addr: r.peer.clone(),
-            port: r.port,
-            slot: r.slot,
-        })
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // A binding that drops a message without answering must not leave
-        // the caller waiting forever.
-        if !self.answered
-            && matches!(
-                self.kind,
-                EventKind::Spawn | EventKind::Message | EventKind::StopActor | EventKind::Supervise
-            )
-        {
-            if let Some(rt) = self.rt.upgrade() {
-                let msg = if self.kind == EventKind::Supervise {
-                    format!("actor '{}' did not handle a supervision event", self.actor)
-                } else {
-                    format!(
-                        "actor '{}' dropped the message for '{}' without replying",
-                        self.actor, self.method
-                    )
-                };
-                let _ = rt.answer(self, Err((&msg, &[])));
-            }
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum ActorState {
-    Starting,
-    Alive,
-    Failed(String),
-}
-
-/// A reply port that gathers one value per slot.
-struct Gather {
-    shape: Shape,
-    peers: Vec<String>,
-    /// Which slots' paths went through a (lost) multicast forwarder.
-    relays: Option<Arc<crate::multicast::LazyRelays>>,
-    state: Mutex<GatherState>,
-    done: Future,
-}
-
-struct GatherState {
-    values: Vec<Option<PointValue>>,
-    remaining: usize,
-}
-
-struct EventQueue {
-    q: Mutex<VecDeque<Event>>,
-    len: AtomicUsize,
 }
 
 pub(crate) struct Inner {
@@ -234,26 +99,16 @@ pub(crate) struct Inner {
     unix_alias: OnceLock<(std::path::PathBuf, Arc<Listener>)>,
     /// Procs started by host agents on other hosts.
     remote: remote::RemoteProcs,
-    conns: Mutex<HashMap<String, Arc<Conn>>>,
-    /// One lock per address being connected to, so threads that need the
-    /// same new peer at once make one connection, not one each (a spare
-    /// connection would be closed, and its peer would see that as a loss).
-    connecting: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-    ports: Mutex<HashMap<u64, Arc<Gather>>>,
-    /// Stream ports (see `port`): channels and `stream()` casts.
-    streams: Mutex<HashMap<u64, Arc<StreamPort>>>,
+    peers: peers::Peers,
+    ports: ports::ReplyPorts,
     /// Multicast relays: replies of a cast's subtree collected here.
     cast_relays: cast::Relays,
     /// Ourselves (for paths that only have `&self`).
     me: Weak<Inner>,
-    /// Procs whose connection was lost (multicast routes around them).
-    lost: Mutex<std::collections::HashSet<String>>,
-    any_lost: AtomicBool,
-    actors: Mutex<HashMap<String, ActorState>>,
-    events: EventQueue,
+    actors: actors::Actors,
+    events: events::EventQueue,
     parking: Parking,
-    children: Mutex<HashMap<String, Arc<Child>>>,
-    ready: Mutex<HashMap<String, Completion<Result<()>>>>,
+    children: children::Children,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
     stopped: AtomicBool,
@@ -309,6 +164,11 @@ thread_local! {
     static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
 }
 
+/// 128 random bits as hex (job secrets, socket directory names).
+fn random_hex() -> Result<String> {
+    crate::random::hex128().map_err(|e| Error::io("no random bytes from the kernel", e))
+}
+
 fn unix_path(addr: &str) -> Result<&str> {
     addr.strip_prefix("unix:")
         .ok_or_else(|| Error::invalid(format!("not a Unix socket address: '{addr}'")))
@@ -346,14 +206,14 @@ impl Runtime {
                 Runtime::start(listen, token, Some(controller), None)
             }
             Err(_) => {
-                let dir = SocketDir::create(&random_hex()[..8])?;
+                let dir = SocketDir::create(&random_hex()?[..8])?;
                 let addr = format!("unix:{}/controller.sock", dir.path.display());
                 // A controller that works with host agents shares the job
                 // secret with them; otherwise every run gets a fresh one.
-                let token = std::env::var(ENV_JOB_TOKEN)
-                    .ok()
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or_else(random_hex);
+                let token = match std::env::var(ENV_JOB_TOKEN) {
+                    Ok(t) if !t.is_empty() => t,
+                    _ => random_hex()?,
+                };
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
         }
@@ -398,7 +258,7 @@ impl Runtime {
             }
         };
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
-        let kick_fd = new_eventfd().map_err(|e| Error::io("eventfd", e))?;
+        let kick_fd = EventFd::new().map_err(|e| Error::io("eventfd", e))?;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
             addr,
             token,
@@ -409,25 +269,17 @@ impl Runtime {
             tcp_listener: OnceLock::new(),
             unix_alias: OnceLock::new(),
             remote: Default::default(),
-            conns: Mutex::new(HashMap::default()),
-            connecting: Mutex::new(HashMap::default()),
-            ports: Mutex::new(HashMap::default()),
-            streams: Mutex::new(HashMap::default()),
-            actors: Mutex::new(HashMap::default()),
+            peers: Default::default(),
+            ports: Default::default(),
+            actors: Default::default(),
             cast_relays: Default::default(),
             me: weak.clone(),
-            lost: Mutex::new(std::collections::HashSet::new()),
-            any_lost: AtomicBool::new(false),
-            events: EventQueue {
-                q: Mutex::new(VecDeque::new()),
-                len: AtomicUsize::new(0),
-            },
+            events: Default::default(),
             parking: Parking {
                 fds: Mutex::new(Vec::new()),
                 count: AtomicUsize::new(0),
             },
-            children: Mutex::new(HashMap::default()),
-            ready: Mutex::new(HashMap::default()),
+            children: Default::default(),
             next_id: AtomicU64::new(1),
             shutting_down: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
@@ -446,7 +298,6 @@ impl Runtime {
                 polling: AtomicBool::new(false),
                 deep: AtomicBool::new(false),
                 epoch: Instant::now(),
-                gather_missing: AtomicUsize::new(usize::MAX),
             },
         });
         let acc = inner.clone();
@@ -492,6 +343,7 @@ impl Runtime {
         &self.inner.addr
     }
 
+
     /// Whether this runtime was started by a controller.
     pub fn is_worker(&self) -> bool {
         self.inner.controller.is_some()
@@ -502,13 +354,14 @@ impl Runtime {
         self.inner.notifier.fd()
     }
 
+    /// Make the notification descriptor not readable.
     pub fn clear_notify_fd(&self) {
         self.inner.notifier.clear()
     }
 
-    /// A pending future that wakes this runtime's notify descriptor when it
-    /// completes (for operations run outside the runtime, like data-plane
-    /// transfers).
+    /// A pending future of this runtime: waiting on it reads the
+    /// runtime's sockets, and completing it signals the notification
+    /// descriptor.
     pub fn new_future(&self) -> Future {
         Completion::with_pump(
             Some(self.inner.notifier.clone()),
@@ -530,9 +383,9 @@ impl Runtime {
     ) -> Result<Vec<String>> {
         self.check_running()?;
         let dir = {
-            let mut d = self.inner.dir.locked();
+            let mut d = self.inner.dir.lock();
             if d.is_none() {
-                *d = Some(SocketDir::create(&random_hex()[..8])?);
+                *d = Some(SocketDir::create(&random_hex()?[..8])?);
             }
             d.as_ref().map(|d| d.path.clone()).unwrap_or_default()
         };
@@ -542,10 +395,7 @@ impl Runtime {
             // Waiting for Ready reads our sockets, like any other wait.
             let ready: Completion<Result<()>> =
                 Completion::with_pump(None, Some(self.inner.pump.clone()));
-            self.inner
-                .ready
-                .locked()
-                .insert(addr.clone(), ready.clone());
+            self.inner.children.expect_ready(&addr, ready.clone());
             let mut env = env.to_vec();
             env.extend([
                 (ENV_CONTROLLER.to_string(), self.inner.addr.clone()),
@@ -575,7 +425,7 @@ impl Runtime {
                     if let Some((out, err)) = output {
                         crate::logs::forward_local(out, err, rank as u64);
                     }
-                    self.inner.children.locked().insert(addr.clone(), c);
+                    self.inner.children.insert(addr.clone(), c);
                 }
                 Err(e) => {
                     // Undo what was started so far.
@@ -593,12 +443,9 @@ impl Runtime {
     /// Returns once all of our children among them have exited.
     pub(crate) fn stop_procs(&self, addrs: &[String], grace: Duration) {
         self.inner.mark_stopping(addrs);
-        self.inner.forget_lost(addrs);
+        self.inner.peers.forget_lost(addrs);
         self.stop_remote(addrs, grace);
-        let children: Vec<Arc<Child>> = {
-            let c = self.inner.children.locked();
-            addrs.iter().filter_map(|a| c.get(a).cloned()).collect()
-        };
+        let children = self.inner.children.among(addrs);
         self.inner.mark_stopping(addrs);
         for child in &children {
             if child.ready.peek().is_some_and(|r| r.is_ok()) {
@@ -655,23 +502,9 @@ impl Runtime {
     ) -> (u64, Future) {
         let port = self.next_id();
         let done = self.new_future();
-        let n = peers.len();
-        let g = Arc::new(Gather {
-            shape,
-            peers,
-            relays,
-            state: Mutex::new(GatherState {
-                values: (0..n).map(|_| None).collect(),
-                remaining: n,
-            }),
-            done: done.clone(),
-        });
-        if n == 0 {
-            g.finish();
-        } else {
-            self.inner.ports.locked().insert(port, g);
-            self.inner.io.gather_missing.store(n, Ordering::Relaxed);
-        }
+        self.inner
+            .ports
+            .open_gather(port, shape, peers, relays, done.clone());
         (port, done)
     }
 
@@ -679,22 +512,13 @@ impl Runtime {
     /// have said Ready (a proc that forwards a cast to them can then
     /// connect); one lock for all, none when no proc is starting.
     pub(crate) fn wait_ready_all<'a>(&self, addrs: impl Iterator<Item = &'a str>) {
-        let pending: Vec<Completion<Result<()>>> = {
-            let ready = self.inner.ready.locked();
-            if ready.is_empty() {
-                return;
-            }
-            addrs.filter_map(|a| ready.get(a).cloned()).collect()
-        };
-        for r in pending {
-            r.wait(Some(spawn_timeout()));
-        }
+        self.inner.children.wait_ready_all(addrs, spawn_timeout());
     }
 
     /// How many procs are recorded as lost (for tests: the set is bounded).
     #[doc(hidden)]
     pub fn lost_count(&self) -> usize {
-        self.inner.lost.locked().len()
+        self.inner.peers.lost_count()
     }
 
     /// Multicast relays (a forwarding proc's collection of its subtree's
@@ -706,25 +530,21 @@ impl Runtime {
 
     /// The procs whose connection was lost so far.
     pub(crate) fn lost_procs(&self) -> Vec<String> {
-        if !self.inner.any_lost.load(Ordering::Relaxed) {
-            return Vec::new();
-        }
-        let lost = self.inner.lost.locked();
-        lost.iter().cloned().collect()
+        self.inner.peers.lost()
     }
 
     /// Whether the connection to the proc at `addr` was lost (the
     /// multicast tree then routes around it).
     pub(crate) fn is_lost(&self, addr: &str) -> bool {
-        self.inner.any_lost.load(Ordering::Relaxed) && self.inner.lost.locked().contains(addr)
+        self.inner.peers.is_lost(addr)
     }
 
     pub(crate) fn register_stream(&self, id: u64, port: Arc<StreamPort>) {
-        self.inner.streams.locked().insert(id, port);
+        self.inner.ports.register_stream(id, port);
     }
 
     pub(crate) fn close_stream(&self, id: u64) {
-        self.inner.streams.locked().remove(&id);
+        self.inner.ports.close_stream(id);
     }
 
     /// Record a proc mesh spawned by this process (owned by the actor whose
@@ -763,22 +583,13 @@ impl Runtime {
         let started = Instant::now();
         let deadline = timeout.map(|t| started + t);
         loop {
-            if q.len.load(Ordering::Acquire) == 0 {
+            if q.len(Ordering::Acquire) == 0 {
                 self.inner
                     .wait_until(&self.inner.event_spin, deadline, &|| {
-                        q.len.load(Ordering::SeqCst) > 0
-                            || self.inner.stopped.load(Ordering::SeqCst)
+                        q.len(Ordering::SeqCst) > 0 || self.inner.stopped.load(Ordering::SeqCst)
                     });
             }
-            let popped = {
-                let mut g = q.q.locked();
-                let ev = g.pop_front();
-                if ev.is_some() {
-                    q.len.fetch_sub(1, Ordering::AcqRel);
-                }
-                ev
-            };
-            let ev = match popped {
+            let ev = match q.pop() {
                 Some(ev) => ev,
                 None => {
                     if self.inner.stopped.load(Ordering::SeqCst) {
@@ -797,7 +608,7 @@ impl Runtime {
                 _ => Inner::set_current_owner(""),
             }
             if ev.kind == EventKind::Message {
-                let state = self.actor_state(&ev.actor);
+                let state = self.inner.actors.state(&ev.actor);
                 if let Some(ActorState::Failed(why)) = state {
                     let mut ev = ev;
                     let msg = format!("actor '{}' failed: {why}", ev.actor);
@@ -809,10 +620,6 @@ impl Runtime {
         }
     }
 
-    fn actor_state(&self, key: &str) -> Option<ActorState> {
-        self.inner.actors.locked().get(key).cloned()
-    }
-
     /// Stop accepting work, close every connection, stop every child proc
     /// and remove the socket directory. Idempotent.
     pub fn shutdown(&self) {
@@ -822,9 +629,8 @@ impl Runtime {
         let children: Vec<String> = self
             .inner
             .children
-            .locked()
-            .keys()
-            .cloned()
+            .addrs()
+            .into_iter()
             .chain(self.inner.remote.addrs())
             .collect();
         self.stop_procs(&children, Duration::from_secs(2));
@@ -839,499 +645,30 @@ impl Runtime {
             l.shutdown();
             let _ = std::fs::remove_file(path);
         }
-        let conns: Vec<Arc<Conn>> = self.inner.conns.locked().drain().map(|(_, c)| c).collect();
-        for c in conns {
+        for c in self.inner.peers.drain() {
             c.shutdown();
         }
         if let Ok(path) = unix_path(&self.inner.addr) {
             let _ = std::fs::remove_file(path);
         }
-        self.inner.dir.locked().take();
+        self.inner.dir.lock().take();
         // Fail whatever is still waiting.
-        let ports: Vec<Arc<Gather>> = self.inner.ports.locked().drain().map(|(_, g)| g).collect();
-        for g in ports {
-            g.done
-                .complete(Err(Error::new(ErrorKind::Stopped, "runtime was shut down")));
-        }
-        let streams: Vec<Arc<StreamPort>> = self
-            .inner
-            .streams
-            .locked()
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
-        for s in streams {
-            s.close("runtime was shut down");
-        }
+        self.inner.ports.close_all("runtime was shut down");
         self.inner.wake_parked();
         self.inner.wake_supervision_waiters();
-        signal_eventfd(self.inner.io.kick.as_raw_fd());
+        self.inner.io.kick.signal();
         crate::logs::flush();
     }
 
-    /// An error of kind `Stopped` once the runtime was shut down.
-    pub fn check_running(&self) -> Result<()> {
-        if self.inner.stopped.load(Ordering::SeqCst) {
-            Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Gather {
-    fn finish(&self) {
-        let values: Vec<PointValue> = {
-            let mut st = self.state.locked();
-            st.values
-                .iter_mut()
-                .map(|v| v.take().unwrap_or_else(|| PointValue::error("no reply")))
-                .collect()
-        };
-        self.done.complete(Ok(ValueMesh {
-            shape: self.shape.clone(),
-            values,
-        }));
-    }
-}
-
-impl Inner {
-    fn accept_loop(self: &Arc<Self>, listener: &Listener) {
-        loop {
-            match listener.accept() {
-                Ok(stream) => {
-                    if self.stopped.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let me = self.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("monarch-conn".into())
-                        .spawn(move || me.serve_inbound(stream));
-                }
-                Err(e) => {
-                    if self.stopped.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        tracing::warn!(error = %e, "accept failed");
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                }
-            }
-        }
+    /// Open a stream port of this proc; `once`: it takes one value only.
+    pub fn open_port(&self, once: bool) -> PortReceiver {
+        self.open_stream(once, None)
     }
 
-    /// Authenticate an inbound connection, then read from it until it ends.
-    fn serve_inbound(self: Arc<Self>, mut stream: Stream) {
-        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-        let peer = match crate::auth::accept_handshake(
-            &mut stream,
-            self.token.as_bytes(),
-            &self.addr,
-        ) {
-            Ok(peer) => peer,
-            Err(e) => {
-                tracing::warn!(from = %stream.peer_desc(), error = %e, "dropping unauthenticated connection");
-                return;
-            }
-        };
-        let _ = stream.set_read_timeout(None);
-        let _ = stream.set_write_timeout(None);
-        let conn = match Conn::new(peer.clone(), stream, Vec::new()) {
-            Ok(c) => Arc::new(c),
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "cannot set up connection");
-                return;
-            }
-        };
-        self.conns
-            .locked()
-            .entry(peer)
-            .or_insert_with(|| conn.clone());
-        self.conns_changed();
-        self.drain_conn(&conn);
-    }
-
-    /// Connect to `addr`, authenticate both ways, register and start
-    /// reading. The connection is known under `addr` and under the
-    /// identity the peer proved (they differ when we reach a peer through
-    /// another of its addresses, e.g. a controller over TCP).
-    fn connect(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        let gate = self
-            .connecting
-            .locked()
-            .entry(addr.to_string())
-            .or_default()
-            .clone();
-        let result = {
-            let _one_at_a_time = gate.locked();
-            // Another thread may have connected while we waited.
-            let existing = self.conns.locked().get(addr).cloned();
-            match existing {
-                Some(c) => Ok(c),
-                None => self.connect_now(addr),
-            }
-        };
-        let mut connecting = self.connecting.locked();
-        // Forget the gate once no other thread holds it.
-        if Arc::strong_count(&gate) == 2 {
-            connecting.remove(addr);
-        }
-        result
-    }
-
-    fn connect_now(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        let mut stream = Stream::connect_from(&self.addr, addr)?;
-        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-        let identity =
-            crate::auth::connect_handshake(&mut stream, self.token.as_bytes(), &self.addr)
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::ProcFailed,
-                        format!("cannot authenticate with {addr}: {e}"),
-                    )
-                })?;
-        let _ = stream.set_read_timeout(None);
-        let _ = stream.set_write_timeout(None);
-        let conn = Arc::new(
-            Conn::new(addr.to_string(), stream, Vec::new())
-                .map_err(|e| Error::io("socket setup", e))?,
-        );
-        let registered = {
-            let mut conns = self.conns.locked();
-            let c = conns
-                .entry(addr.to_string())
-                .or_insert_with(|| conn.clone())
-                .clone();
-            if identity != addr {
-                conns.entry(identity).or_insert_with(|| c.clone());
-            }
-            c
-        };
-        self.conns_changed();
-        Ok(registered)
-    }
-
-    /// A connection ended (once per connection): forget it, fail what it owed.
-    fn conn_ended(&self, conn: &Arc<Conn>, reason: String) {
-        if !conn.mark_closed() {
-            return;
-        }
-        let peer_still_connected = {
-            let mut conns = self.conns.locked();
-            conns.retain(|_, c| !Arc::ptr_eq(c, conn));
-            conns.contains_key(&conn.peer)
-        };
-        conn.shutdown();
-        // A spare connection to a peer we still reach another way (both
-        // sides connected at once) ending is not the peer's loss.
-        if !self.stopped.load(Ordering::SeqCst) && !peer_still_connected {
-            self.peer_lost(&conn.peer, reason);
-        }
-    }
-
-    /// The connection to `peer` ended: fail every reply slot it still owed.
-    fn peer_lost(&self, peer: &str, reason: String) {
-        self.remote_peer_lost(peer, &reason);
-        if let Some(p) = self.remote.get(peer) {
-            // Prefer how the proc ended, as its agent reports it.
-            if p.exit.wait(Some(Duration::from_millis(500))) {
-                self.fail_peer_slots(peer, &p.exit.peek().unwrap_or_default());
-            }
-        }
-        let child = self.children.locked().get(peer).cloned();
-        let why = match child {
-            // Prefer the exit status to "connection closed" when we can get it.
-            Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
-                if let Some(exit) = c.exit.peek() {
-                    self.proc_failed(&c, &exit);
-                }
-                format!(
-                    "proc {peer} {}",
-                    c.exit.peek().map(|e| e.to_string()).unwrap_or_default()
-                )
-            }
-            _ => format!("lost connection to proc {peer}: {reason}"),
-        };
-        self.fail_peer_slots(peer, &why);
-        if self.controller.as_deref() == Some(peer) {
-            // Our controller is gone: stop, and make sure we really exit.
-            tracing::warn!("controller connection lost; stopping this proc");
-            self.push_event(Event::stop_proc());
-            let _ = std::thread::Builder::new()
-                .name("monarch-watchdog".into())
-                .spawn(|| {
-                    std::thread::sleep(Duration::from_secs(5));
-                    // SAFETY: terminating the process is the point.
-                    unsafe { libc::_exit(1) };
-                });
-        }
-    }
-
-    /// These procs are being stopped: no cast will be routed through them
-    /// again, so they leave the lost set.
-    fn forget_lost(&self, addrs: &[String]) {
-        let mut lost = self.lost.locked();
-        for a in addrs {
-            lost.remove(a);
-        }
-        if lost.is_empty() {
-            self.any_lost.store(false, Ordering::Relaxed);
-        }
-    }
-
-    fn fail_peer_slots(&self, peer: &str, why: &str) {
-        let ports: Vec<(u64, Arc<Gather>)> = self
-            .ports
-            .locked()
-            .iter()
-            .map(|(k, g)| (*k, g.clone()))
-            .collect();
-        // Routes avoid lost procs; a proc being stopped (its mesh is going
-        // away) is not recorded, so the set holds only failed procs of
-        // meshes not yet stopped (`forget_lost`) instead of growing forever.
-        if !self.is_stopping(peer) {
-            self.lost.locked().insert(peer.to_string());
-            self.any_lost.store(true, Ordering::Relaxed);
-        }
-        if let Some(me) = self.me.upgrade() {
-            me.relay_peer_lost(peer, why);
-        }
-        for (port, g) in ports {
-            for (slot, p) in g.peers.iter().enumerate() {
-                if p == peer {
-                    self.fill(port, slot as u64, PointValue::error(why));
-                }
-            }
-            // Points the lost proc was to forward a cast to.
-            let relayed = g.relays.as_ref().map(|r| r.slots_through(peer));
-            for slot in relayed.into_iter().flatten() {
-                let msg = format!("{why} (it was forwarding this cast to this point)");
-                self.fill(port, slot, PointValue::error(msg));
-            }
-        }
-        let streams: Vec<(u64, Arc<StreamPort>)> = self
-            .streams
-            .locked()
-            .iter()
-            .map(|(k, s)| (*k, s.clone()))
-            .collect();
-        for (port, s) in streams {
-            for slot in s.owed_by(peer) {
-                self.fill(port, slot, PointValue::error(why));
-            }
-        }
-    }
-
-    fn child_exited(&self, child: &Child, exit: &ExitInfo) {
-        tracing::debug!(addr = %child.addr, %exit, "proc exited");
-        child.ready.complete(Err(Error::new(
-            ErrorKind::ProcFailed,
-            format!("proc {} {exit} before it was ready", child.addr),
-        )));
-        self.ready.locked().remove(&child.addr);
-        // Recorded first, so a call made once this one failed fails at once.
-        self.proc_failed(child, exit);
-        self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
-    }
-
-    fn push_event(&self, ev: Event) {
-        {
-            let mut q = self.events.q.locked();
-            q.push_back(ev);
-            self.events.len.fetch_add(1, Ordering::AcqRel);
-        }
-        self.wake_parked();
-        self.notifier.signal();
-    }
-
-    /// Handle one frame from `peer` (or from ourselves, for loopback).
-    fn dispatch(self: &Arc<Self>, peer: &str, frame: Frame) {
-        let Frame {
-            envelope: mut env,
-            parts,
-        } = frame;
-        match env.kind {
-            Kind::Ready => {
-                let r = self.ready.locked().remove(peer);
-                match r {
-                    Some(r) => {
-                        self.heartbeat_seen(peer);
-                        r.complete(Ok(()));
-                    }
-                    None => tracing::warn!(%peer, "unexpected Ready"),
-                }
-            }
-            Kind::Reply => {
-                let value = if env.is_error {
-                    PointValue::Err {
-                        message: env.error,
-                        parts,
-                    }
-                } else {
-                    PointValue::Ok(parts)
-                };
-                self.fill(env.reply_port, env.reply_slot, value);
-            }
-            Kind::Message if env.actor == remote::CONTROL_ACTOR => {
-                self.on_agent_message(peer, &env, &parts);
-            }
-            Kind::SpawnActor | Kind::Message | Kind::StopActor => {
-                let kind = match env.kind {
-                    Kind::SpawnActor => EventKind::Spawn,
-                    Kind::Message => EventKind::Message,
-                    _ => EventKind::StopActor,
-                };
-                if !env.cast_ranks.is_empty() {
-                    // A multicast: pass it down the tree first.
-                    self.forward_cast(&mut env, &parts);
-                    if env.cast_slots.first() == Some(&crate::multicast::FORWARD_ONLY) {
-                        return;
-                    }
-                }
-                let reply = (env.reply_port != 0).then(|| ReplyTo {
-                    peer: if env.reply_to.is_empty() {
-                        env.sender.clone()
-                    } else {
-                        env.reply_to.clone()
-                    },
-                    port: env.reply_port,
-                    slot: env.reply_slot,
-                });
-                if kind == EventKind::Spawn {
-                    self.record_hosted(&env.actor, &env.sender, env.message_rank);
-                }
-                let sender = env.sender;
-                let mut ev = Event {
-                    kind,
-                    actor: env.actor,
-                    method: env.method,
-                    type_name: env.type_name,
-                    parts,
-                    message_rank: env.message_rank,
-                    shape: env.shape,
-                    answered: reply.is_none(),
-                    reply,
-                    rt: Arc::downgrade(self),
-                };
-                if let Err(why) = self.admit(&ev) {
-                    if ev.reply.is_none()
-                        && kind == EventKind::Message
-                        && why.starts_with("undeliverable")
-                    {
-                        // Nobody waits: the sender must still learn of it.
-                        ev.answered = true;
-                        self.undeliverable(&sender, &ev.actor, &why);
-                        return;
-                    }
-                    // Refused while reading: buffer the answer rather than
-                    // risk blocking the reading thread on a full socket.
-                    let _ = self.answer_with(&mut ev, Err((&why, &[])), Some(Defer::Yes));
-                    return;
-                }
-                if kind == EventKind::StopActor {
-                    // Meshes the actor owns stop before it does.
-                    let actor = ev.actor.clone();
-                    self.stop_owned_then(Some(&actor), ev);
-                    return;
-                }
-                self.push_event(ev);
-            }
-            Kind::Supervise => self.on_supervise(peer, &parts),
-            Kind::Heartbeat => self.answer_heartbeat(peer),
-            Kind::HeartbeatAck => self.heartbeat_seen(peer),
-            Kind::StopProc => {
-                // Procs this one started stop first.
-                self.stop_owned_then(None, Event::stop_proc());
-            }
-            other => tracing::warn!(%peer, kind = ?other, "unexpected frame kind; ignored"),
-        }
-    }
-
-    /// Decide whether an actor-bound event may be queued; Err is the reason
-    /// it is refused (answered to the sender as an error).
-    fn admit(&self, ev: &Event) -> std::result::Result<(), String> {
-        let mut actors = self.actors.locked();
-        match ev.kind {
-            EventKind::Spawn => {
-                if actors.contains_key(&ev.actor) {
-                    return Err(format!(
-                        "an actor named '{}' already exists on proc {}",
-                        ev.actor, self.addr
-                    ));
-                }
-                actors.insert(ev.actor.clone(), ActorState::Starting);
-                Ok(())
-            }
-            // A failed actor can still be stopped (its binding cleans up).
-            EventKind::StopActor
-                if matches!(actors.get(&ev.actor), Some(ActorState::Failed(_))) =>
-            {
-                Ok(())
-            }
-            EventKind::Message | EventKind::StopActor => match actors.get(&ev.actor) {
-                None => Err(format!(
-                    "undeliverable: no actor '{}' on proc {} (never spawned or already stopped)",
-                    ev.actor, self.addr
-                )),
-                Some(ActorState::Failed(why)) => Err(format!("actor '{}' failed: {why}", ev.actor)),
-                Some(_) => Ok(()),
-            },
-            EventKind::StopProc | EventKind::Supervise => Ok(()),
-        }
-    }
-
-    fn answer(self: &Arc<Self>, ev: &mut Event, result: Answer<'_>) -> Result<()> {
-        self.answer_with(ev, result, None)
-    }
-
-    /// `answer`, with the batching decision forced when `defer` is set.
-    fn answer_with(
-        self: &Arc<Self>,
-        ev: &mut Event,
-        result: Answer<'_>,
-        defer: Option<Defer>,
-    ) -> Result<()> {
-        if ev.answered && (ev.reply.is_some() || ev.kind == EventKind::Supervise) {
-            return Err(Error::invalid("this event was already answered"));
-        }
-        ev.answered = true;
-        Inner::clear_current_owner(&ev.actor);
-        match ev.kind {
-            EventKind::Spawn => {
-                let state = match &result {
-                    Ok(_) => ActorState::Alive,
-                    Err((msg, _)) => ActorState::Failed(format!("constructor raised: {msg}")),
-                };
-                self.actors.locked().insert(ev.actor.clone(), state);
-            }
-            EventKind::StopActor => {
-                self.actors.locked().remove(&ev.actor);
-            }
-            EventKind::Supervise => {
-                self.supervise_answered(ev, &result);
-                return Ok(());
-            }
-            _ => {}
-        }
-        let Some(to) = &ev.reply else {
-            if let (Err((msg, parts)), EventKind::Message) = (result, ev.kind) {
-                // Nobody waits for this answer: the actor has failed, and
-                // its owner hears of it.
-                let report = format!("endpoint '{}' raised:\n{msg}", ev.method);
-                let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
-                self.actor_failed(
-                    &ev.actor,
-                    crate::supervision::FailureCause::EndpointError,
-                    &report,
-                    payload,
-                    None,
-                );
-            }
-            return Ok(());
-        };
+    /// Send one value (or error) to the port named by `to`. A port of this
+    /// proc is filled in place; otherwise a Reply frame goes to its proc.
+    pub fn port_send(&self, to: &PortRef, result: Answer<'_>) -> Result<()> {
+        self.check_running()?;
         let mut env = Envelope::new(Kind::Reply);
         env.reply_port = to.port;
         env.reply_slot = to.slot;
@@ -1343,151 +680,69 @@ impl Inner {
                 parts
             }
         };
-        // While more work is queued, this proc will be back for it at once,
-        // and replies can go out together when the queue runs dry.
-        let defer = defer.unwrap_or(if self.events.len.load(Ordering::SeqCst) > 0 {
-            Defer::Yes
+        self.send(&to.addr, &env, parts)
+    }
+
+    /// Make `actor` ("" = this process's top level) the owner of meshes
+    /// the calling thread spawns from now on. The runtime does this itself
+    /// when `next_event` hands the thread an event (and clears it when the
+    /// event is answered); a binding that runs an actor's code on another
+    /// thread (an async event loop) calls it right before spawning.
+    pub fn set_spawn_owner(&self, actor: &str) {
+        Inner::set_current_owner(actor);
+    }
+
+    /// Take the next supervision event addressed to this process's top
+    /// level (the controller's program), waiting up to `timeout` (None:
+    /// forever). Does not read sockets itself (other threads and the I/O
+    /// thread do), so a thread may block here for good.
+    pub fn next_supervision_event(&self, timeout: Option<Duration>) -> Result<SupervisionEvent> {
+        self.inner.next_supervision_event(timeout)
+    }
+
+    /// Whether a supervision event is waiting for the top level.
+    pub fn has_supervision_event(&self) -> bool {
+        self.inner.has_supervision_event()
+    }
+
+    /// Accept messages for the built-in actor `name`, served by the
+    /// program itself (the host agent's [`AGENT_ACTOR`]).
+    pub fn serve_builtin(&self, name: &str) {
+        self.inner.actors.set(name, ActorState::Alive);
+    }
+
+    /// The job secret this runtime authenticates peers with.
+    pub fn job_token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// Whether a connection to (or from) `addr` is open.
+    pub fn is_connected(&self, addr: &str) -> bool {
+        self.inner.peers.contains(addr)
+    }
+
+    /// Report `method` with `parts` to the controller at `controller`
+    /// (see `agent_protocol`), if it is still connected; never reconnects.
+    pub fn report(&self, controller: &str, method: &str, parts: &[&[u8]]) -> Result<()> {
+        if !self.is_connected(controller) {
+            return Err(Error::new(
+                ErrorKind::ProcFailed,
+                format!("controller {controller} is not connected"),
+            ));
+        }
+        let mut env = Envelope::new(Kind::Message);
+        env.actor = CONTROL_ACTOR.to_string();
+        env.method = method.to_string();
+        self.send(controller, &env, parts)
+    }
+
+    /// Err (`Stopped`) once the runtime was shut down.
+    pub fn check_running(&self) -> Result<()> {
+        if self.inner.stopped.load(Ordering::SeqCst) {
+            Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
         } else {
-            Defer::Never
-        });
-        self.send(&to.peer, &env, parts, defer)
-    }
-
-    fn fill(&self, port: u64, slot: u64, value: PointValue) {
-        let g = self.ports.locked().get(&port).cloned();
-        let Some(g) = g else {
-            let value = match self.me.upgrade() {
-                Some(me) => match me.relay_fill(port, slot, value) {
-                    Some(v) => v,
-                    None => return,
-                },
-                None => value,
-            };
-            let s = self.streams.locked().get(&port).cloned();
-            match s {
-                Some(s) => {
-                    if s.deliver(slot, value) {
-                        self.streams.locked().remove(&port);
-                    }
-                }
-                None => tracing::debug!(port, "reply to a closed port dropped"),
-            }
-            return;
-        };
-        let finished = {
-            let mut st = g.state.locked();
-            let Some(cell) = st.values.get_mut(slot as usize) else {
-                tracing::warn!(port, slot, "reply to a slot that does not exist");
-                return;
-            };
-            if cell.is_some() {
-                return;
-            }
-            *cell = Some(value);
-            st.remaining -= 1;
-            self.io
-                .gather_missing
-                .store(st.remaining, Ordering::Relaxed);
-            st.remaining == 0
-        };
-        if finished {
-            self.ports.locked().remove(&port);
-            g.finish();
-        }
-    }
-
-    /// Send a frame to the proc at `addr`: locally when it is us, else on
-    /// the one connection we use for that peer (so order is preserved).
-    fn send(
-        self: &Arc<Self>,
-        addr: &str,
-        env: &Envelope,
-        parts: &[&[u8]],
-        defer: Defer,
-    ) -> Result<()> {
-        if addr == self.addr {
-            let mut env = env.clone();
-            if env.sender.is_empty() {
-                env.sender = self.addr.clone();
-            }
-            env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
-            let frame = Frame {
-                envelope: env,
-                parts: parts.iter().map(|p| p.to_vec()).collect(),
-            };
-            self.dispatch(&self.addr.clone(), frame);
-            return Ok(());
-        }
-        self.conn_to(addr)
-            .and_then(|conn| self.write(&conn, env, parts, defer))
-            .map_err(|e| match e.kind {
-                // Our child refusing or dropping the connection is most
-                // likely exiting: report how it ended, not the socket error.
-                ErrorKind::ProcFailed => self
-                    .child_exit_error(addr, Duration::from_millis(500))
-                    .unwrap_or(e),
-                _ => e,
-            })
-    }
-
-    fn conn_to(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
-        if let Some(c) = self.conns.locked().get(addr) {
-            return Ok(c.clone());
-        }
-        // A child we started connects to us; wait until it has said Ready.
-        let pending = self.ready.locked().get(addr).cloned();
-        if let Some(ready) = pending {
-            if !ready.wait(Some(spawn_timeout())) {
-                return Err(Error::new(
-                    ErrorKind::ProcFailed,
-                    format!(
-                        "proc {addr} did not become ready within {:?}",
-                        spawn_timeout()
-                    ),
-                ));
-            }
-            ready.peek().unwrap_or(Ok(()))?;
-            if let Some(c) = self.conns.locked().get(addr) {
-                return Ok(c.clone());
-            }
-        }
-        if let Some(e) = self.child_exit_error(addr, Duration::ZERO) {
-            return Err(e);
-        }
-        if let Some(e) = self.remote_dead(addr) {
-            return Err(e);
-        }
-        self.connect(addr)
-    }
-
-    /// If `addr` is a child of ours that has exited (waiting up to `wait`
-    /// for it to be reaped), an error saying how it ended.
-    fn child_exit_error(&self, addr: &str, wait: Duration) -> Option<Error> {
-        let child = self.children.locked().get(addr).cloned()?;
-        child.exit.wait(Some(wait));
-        let exit = child.exit.peek()?;
-        Some(Error::new(
-            ErrorKind::ProcFailed,
-            format!("proc {addr} {exit}"),
-        ))
-    }
-
-    fn write(&self, conn: &Conn, env: &Envelope, parts: &[&[u8]], defer: Defer) -> Result<()> {
-        FBB.with(|fbb| {
-            let mut fbb = fbb.borrow_mut();
-            let header = env.encode_for(&mut fbb, Some(&self.addr), Some(parts));
-            let buffered = conn.write(header, parts, defer).map_err(|e| {
-                Error::new(
-                    ErrorKind::ProcFailed,
-                    format!("cannot send to proc {}: {e}", conn.peer),
-                )
-            })?;
-            if buffered && !self.deferred.swap(true, Ordering::SeqCst) {
-                // The I/O thread guarantees the flush if nobody else does.
-                signal_eventfd(self.io.kick.as_raw_fd());
-            }
             Ok(())
-        })
+        }
     }
 }
 
@@ -1497,6 +752,3 @@ fn hash_addr(addr: &str) -> u64 {
     addr.hash(&mut h);
     h.finish() | 1
 }
-
-/// How long a peer may take to complete the authentication handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -13,6 +13,7 @@ pub use fb::FailureCause;
 /// One failure. `caused_by` chains the failure a supervisor did not handle.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SupervisionEvent {
+    /// Unique within the process that made the event.
     pub id: u64,
     /// Name of the failed mesh (actor mesh, or proc mesh).
     pub mesh: String,
@@ -26,10 +27,13 @@ pub struct SupervisionEvent {
     pub actor: String,
     /// Key of the owning actor this event is addressed to ("" = top level).
     pub owner: String,
+    /// What kind of failure it was.
     pub cause: FailureCause,
     /// Exit code or signal number.
     pub code: i32,
+    /// What happened, in words.
     pub report: String,
+    /// The failure that led to this one (an unhandled event escalated).
     pub caused_by: Option<Box<SupervisionEvent>>,
     /// Binding-defined bytes (Python: the pickled exception).
     pub payload: Vec<u8>,
@@ -39,6 +43,7 @@ pub struct SupervisionEvent {
 const MAX_CHAIN: usize = 64;
 
 impl SupervisionEvent {
+    /// Encode as a `SupervisionEvent` flatbuffer.
     pub fn encode(&self) -> Vec<u8> {
         let mut fbb = FlatBufferBuilder::new();
         let root = self.build(&mut fbb);

@@ -21,12 +21,12 @@
 //! halves used by `conn.rs` are [`TlsStream::recv_plain`],
 //! [`TlsStream::send_plain`] and [`TlsStream::flush_tls`].
 
-use crate::sync::LockExt;
+use parking_lot::{Mutex, MutexGuard};
 use std::io::{self, BufRead, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -193,7 +193,7 @@ pub fn global() -> Result<Option<Arc<TlsConfig>>> {
     static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let key: EnvKey = [var(ENV_TLS_CERT), var(ENV_TLS_KEY), var(ENV_TLS_CA)];
-    let mut cache = CACHE.locked();
+    let mut cache = CACHE.lock();
     if let Some((k, r)) = cache.as_ref() {
         if *k == key {
             return r.clone();
@@ -222,7 +222,7 @@ pub fn global() -> Result<Option<Arc<TlsConfig>>> {
 
 /// A TLS failure carried inside an `io::Error` (kind `InvalidData`).
 #[derive(Debug)]
-pub struct TlsFailure(pub String);
+pub(crate) struct TlsFailure(pub String);
 
 impl std::fmt::Display for TlsFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -310,15 +310,15 @@ impl std::fmt::Debug for TlsStream {
     }
 }
 
-/// Writes to a socket with `MSG_NOSIGNAL` (see `conn::send_vectored`).
+/// Writes to a socket with `MSG_NOSIGNAL` (see `socket::send_vectored`).
 struct Sock(RawFd);
 
 impl Write for Sock {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        crate::conn::send_vectored(self.0, &[io::IoSlice::new(buf)])
+        crate::socket::send_vectored(self.0, &[io::IoSlice::new(buf)])
     }
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        crate::conn::send_vectored(self.0, bufs)
+        crate::socket::send_vectored(self.0, bufs)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -373,6 +373,7 @@ impl TlsStream {
         }
     }
 
+    /// The TCP socket under the TLS session.
     pub fn tcp(&self) -> &TcpStream {
         &self.tcp
     }
@@ -386,7 +387,7 @@ impl TlsStream {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.locked()
+        self.st.lock()
     }
 
     /// Run the handshake to its end on a blocking socket.
@@ -561,7 +562,7 @@ impl TlsStream {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock && nonblocking => {
-                    crate::conn::wait_fd(fd, libc::POLLOUT)?;
+                    crate::socket::wait_fd(fd, libc::POLLOUT)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

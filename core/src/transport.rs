@@ -21,8 +21,10 @@ use crate::tls::TlsStream;
 
 /// A parsed address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Addr {
+pub(crate) enum Addr {
+    /// A Unix socket path (`unix:PATH`).
     Unix(PathBuf),
+    /// A TCP address (`tcp:IP:PORT`).
     Tcp(SocketAddr),
 }
 
@@ -73,7 +75,7 @@ pub fn tcp_addr(s: &str) -> Result<String> {
 /// How long a TCP peer may leave data or keepalive probes unacknowledged
 /// before the connection is declared dead (`MONARCH_TCP_TIMEOUT_MS`,
 /// default 10 s). Also the connect timeout.
-pub fn tcp_timeout() -> Duration {
+pub(crate) fn tcp_timeout() -> Duration {
     let ms = std::env::var("MONARCH_TCP_TIMEOUT_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -90,7 +92,7 @@ pub const ENV_HOST_SOCKET_DIR: &str = "MONARCH_HOST_SOCKET_DIR";
 /// The Unix socket under which the proc at `peer` (`tcp:IP:PORT`) is also
 /// reachable, when it was started by the same agent as this process (same
 /// IP, and that agent's socket directory is in our environment).
-pub fn same_host_path(my_addr: &str, peer: &str) -> Option<PathBuf> {
+pub(crate) fn same_host_path(my_addr: &str, peer: &str) -> Option<PathBuf> {
     let dir = std::env::var_os(ENV_HOST_SOCKET_DIR)?;
     let (Ok(Addr::Tcp(me)), Ok(Addr::Tcp(p))) = (Addr::parse(my_addr), Addr::parse(peer)) else {
         return None;
@@ -101,8 +103,11 @@ pub fn same_host_path(my_addr: &str, peer: &str) -> Option<PathBuf> {
 /// A connected stream of either kind (TCP with or without TLS).
 #[derive(Debug)]
 pub enum Stream {
+    /// A Unix stream socket.
     Unix(UnixStream),
+    /// A plain TCP connection.
     Tcp(TcpStream),
+    /// A TCP connection inside TLS.
     Tls(TlsStream),
 }
 
@@ -194,6 +199,7 @@ impl Stream {
         Stream::connect(addr)
     }
 
+    /// Another handle on the same connection.
     pub fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
@@ -202,6 +208,7 @@ impl Stream {
         })
     }
 
+    /// Switch the socket to (non-)blocking mode.
     pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
         match self {
             Stream::Unix(s) => s.set_nonblocking(on),
@@ -210,6 +217,7 @@ impl Stream {
         }
     }
 
+    /// Bound blocking reads (None: wait forever).
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Unix(s) => s.set_read_timeout(t),
@@ -218,6 +226,7 @@ impl Stream {
         }
     }
 
+    /// Bound blocking writes (None: wait forever).
     pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Unix(s) => s.set_write_timeout(t),
@@ -226,6 +235,7 @@ impl Stream {
         }
     }
 
+    /// Shut the connection down both ways (wakes a blocked reader).
     pub fn shutdown(&self) {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
@@ -288,8 +298,10 @@ impl Write for Stream {
 }
 
 /// A listening socket of either kind.
-pub enum Listener {
+pub(crate) enum Listener {
+    /// Listening on a Unix socket.
     Unix(UnixListener),
+    /// Listening on TCP.
     Tcp(TcpListener),
 }
 
@@ -320,6 +332,7 @@ impl Listener {
         Listener::Tcp(unsafe { TcpListener::from_raw_fd(fd) })
     }
 
+    /// Wait for the next connection.
     pub fn accept(&self) -> io::Result<Stream> {
         match self {
             Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
@@ -351,7 +364,7 @@ impl AsRawFd for Listener {
 
 /// The local IP this host uses to reach `peer` (by routing; no packet is
 /// sent): the address under which the peer's host can reach us.
-pub fn local_ip_towards(peer: &SocketAddr) -> Result<IpAddr> {
+pub(crate) fn local_ip_towards(peer: &SocketAddr) -> Result<IpAddr> {
     let bind: SocketAddr = if peer.is_ipv4() {
         "0.0.0.0:0".parse().expect("valid")
     } else {

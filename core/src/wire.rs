@@ -11,16 +11,19 @@ use crate::geometry::Shape;
 #[allow(clippy::all, unused_imports, dead_code, mismatched_lifetime_syntaxes)]
 #[rustfmt::skip]
 #[path = "generated/monarch_generated.rs"]
+#[allow(missing_docs)]
 mod generated;
 
 pub use fb::Kind;
-pub use generated::monarch::schema as fb;
+pub(crate) use generated::monarch::schema as fb;
 
 /// An error decoding bytes that claim to be one of our flatbuffers.
 #[derive(Debug, thiserror::Error)]
 #[error("malformed {what}: {detail}")]
 pub struct DecodeError {
+    /// Which flatbuffer was malformed.
     pub what: &'static str,
+    /// What was wrong with it.
     pub detail: String,
 }
 
@@ -34,25 +37,38 @@ fn bad(what: &'static str, detail: impl ToString) -> DecodeError {
 /// The decoded header of one frame.
 #[derive(Debug, Clone, Default)]
 pub struct Envelope {
+    /// What the frame is.
     pub kind: Kind,
+    /// Address of the sending proc.
     pub sender: String,
-    pub token: String,
+    /// Key of the destination actor in the receiving proc.
     pub actor: String,
+    /// The endpoint (Message) or request (to a host agent).
     pub method: String,
+    /// The actor type to construct (SpawnActor).
     pub type_name: String,
+    /// The port of the sender that takes the answer (0: no answer).
     pub reply_port: u64,
+    /// The slot of that port this answer fills.
     pub reply_slot: u64,
+    /// Rank of the receiving actor in the mesh the message was sent to.
     pub message_rank: u64,
     /// Encoded `Shape` flatbuffer of the mesh the message was sent to.
     pub shape: Option<Arc<[u8]>>,
+    /// A Reply that carries an error.
     pub is_error: bool,
+    /// The error message of an error Reply.
     pub error: String,
+    /// The length of each payload part.
     pub part_sizes: Vec<u64>,
     /// Multicast subtree (see `multicast`): base ranks, addresses and slots
     /// (`multicast::FORWARD_ONLY`: forward only) of the nodes, receiver first.
     pub cast_ranks: Vec<u64>,
+    /// Addresses of the multicast subtree's nodes.
     pub cast_addrs: Vec<String>,
+    /// Reply slots of the multicast subtree's nodes.
     pub cast_slots: Vec<u64>,
+    /// Fan-out of the multicast tree.
     pub cast_fanout: u32,
     /// Where replies go when not to `sender`.
     pub reply_to: String,
@@ -61,6 +77,7 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// An envelope of `kind` with every other field empty.
     pub fn new(kind: Kind) -> Envelope {
         Envelope {
             kind,
@@ -76,7 +93,7 @@ impl Envelope {
     /// `encode`, with `sender` (when given and ours is empty) and the part
     /// sizes of `parts` (when given) in place of the envelope's own, so the
     /// send path need not clone the envelope to fill them in.
-    pub fn encode_for<'a>(
+    pub(crate) fn encode_for<'a>(
         &self,
         fbb: &'a mut FlatBufferBuilder<'static>,
         sender: Option<&str>,
@@ -96,7 +113,6 @@ impl Envelope {
             Some(s) if self.sender.is_empty() && self.kind != Kind::Reply => opt_str(fbb, s),
             _ => opt_str(fbb, &self.sender),
         };
-        let token = opt_str(fbb, &self.token);
         let actor = opt_str(fbb, &self.actor);
         let method = opt_str(fbb, &self.method);
         let type_name = opt_str(fbb, &self.type_name);
@@ -128,7 +144,7 @@ impl Envelope {
             &fb::EnvelopeArgs {
                 kind: self.kind,
                 sender,
-                token,
+                token: None,
                 actor,
                 method,
                 type_name,
@@ -159,7 +175,7 @@ impl Envelope {
     /// `decode`, reusing `last_shape` when the nested shape is byte-equal to
     /// it (a stream of calls to one mesh repeats the same shape, and this
     /// saves verifying and copying it per message); updates `last_shape`.
-    pub fn decode_cached(
+    pub(crate) fn decode_cached(
         buf: &[u8],
         last_shape: &mut Option<Arc<[u8]>>,
     ) -> Result<Envelope, DecodeError> {
@@ -182,7 +198,6 @@ impl Envelope {
         Ok(Envelope {
             kind: e.kind(),
             sender: s(e.sender()),
-            token: s(e.token()),
             actor: s(e.actor()),
             method: s(e.method()),
             type_name: s(e.type_name()),
@@ -267,7 +282,8 @@ pub fn encode_shape(shape: &Shape) -> Vec<u8> {
 }
 
 /// Verify and decode a standalone `Shape` flatbuffer.
-pub fn decode_shape(buf: &[u8]) -> Result<Shape, DecodeError> {
+#[cfg(test)]
+pub(crate) fn decode_shape(buf: &[u8]) -> Result<Shape, DecodeError> {
     let s = flatbuffers::root::<fb::Shape>(buf).map_err(|e| bad("shape", e))?;
     read_shape(s)
 }
@@ -275,13 +291,18 @@ pub fn decode_shape(buf: &[u8]) -> Result<Shape, DecodeError> {
 /// A reference to (a view of) an actor mesh, as carried in messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActorMeshRef {
+    /// The mesh's name.
     pub name: String,
+    /// The actor key under which its actors live in their procs.
     pub key: String,
+    /// The address of the proc at each base rank.
     pub procs: Vec<String>,
+    /// The view.
     pub shape: Shape,
 }
 
 impl ActorMeshRef {
+    /// Encode as an `ActorMeshRef` flatbuffer.
     pub fn encode(&self) -> Vec<u8> {
         let mut fbb = FlatBufferBuilder::new();
         let name = fbb.create_string(&self.name);
@@ -302,6 +323,7 @@ impl ActorMeshRef {
         fbb.finished_data().to_vec()
     }
 
+    /// Decode an `ActorMeshRef` flatbuffer (verified first).
     pub fn decode(buf: &[u8]) -> Result<ActorMeshRef, DecodeError> {
         let r = flatbuffers::root::<fb::ActorMeshRef>(buf).map_err(|e| bad("actor mesh ref", e))?;
         let shape = read_shape(r.shape().ok_or_else(|| bad("actor mesh ref", "no shape"))?)?;
@@ -326,6 +348,30 @@ impl ActorMeshRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn views_survive_the_wire() {
+        // A reference to a view (e.g. a pickled sliced mesh) keeps the view.
+        let hg = || Shape::new(&[("hosts", 2), ("gpus", 4)]).unwrap();
+        let views = [
+            hg().select("gpus", Some(1), None, 2).unwrap(),
+            hg().at("hosts", 1).unwrap().flatten("x").unwrap(),
+            hg().split("gpus", &[("a", None), ("b", Some(2))])
+                .unwrap()
+                .rename(&[("hosts", "dp")])
+                .unwrap()
+                .at("b", 1)
+                .unwrap(),
+        ];
+        for v in views {
+            let back = decode_shape(&encode_shape(&v)).unwrap();
+            assert_eq!(back, v);
+            assert_eq!(
+                back.base_ranks().collect::<Vec<_>>(),
+                v.base_ranks().collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn envelope_round_trip() {

@@ -11,9 +11,8 @@
 //! of READY lines, errors and cleanup. Running real agents and a job across
 //! them is in bindings/python/tests/test_slurm.py.
 
-use monarch_core::sync::LockExt;
+use parking_lot::{Mutex, MutexGuard};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use monarch_core::allocator::slurm::{SlurmAgents, SlurmOptions};
@@ -22,12 +21,12 @@ use monarch_core::ErrorKind;
 /// The cluster has two one-CPU nodes: run one allocation at a time.
 static CLUSTER: Mutex<()> = Mutex::new(());
 
-fn cluster() -> Option<std::sync::MutexGuard<'static, ()>> {
+fn cluster() -> Option<MutexGuard<'static, ()>> {
     if std::env::var("MONARCH_SLURM_TEST").as_deref() != Ok("1") {
         eprintln!("MONARCH_SLURM_TEST is not 1: no SLURM cluster, test not run (see scripts/slurm/with-cluster.sh)");
         return None;
     }
-    let guard = CLUSTER.locked();
+    let guard = CLUSTER.lock();
     let ping = Command::new("scontrol")
         .arg("ping")
         .output()

@@ -19,12 +19,12 @@
 //! from the kernel if this process dies (`PR_SET_PDEATHSIG`), so neither
 //! agents nor allocations outlive the controller.
 
-use crate::sync::LockExt;
+use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -32,7 +32,7 @@ use crate::host::HostMesh;
 use crate::runtime::Runtime;
 
 /// The line an agent prints once it listens.
-pub const READY_PREFIX: &str = "MONARCH_HOST_READY ";
+pub(crate) const READY_PREFIX: &str = "MONARCH_HOST_READY ";
 
 /// How many lines of srun's and the agents' output are kept for error
 /// messages.
@@ -70,6 +70,7 @@ pub struct SlurmOptions {
 }
 
 impl SlurmOptions {
+    /// Options for `nodes` nodes, each running `agent_argv` (the host agent command).
     pub fn new(nodes: usize, agent_argv: Vec<String>) -> SlurmOptions {
         SlurmOptions {
             nodes,
@@ -94,7 +95,7 @@ impl SlurmOptions {
 
     /// Whether srun will run inside an existing allocation (`SLURM_JOB_ID`
     /// set in its environment) rather than ask for one.
-    pub fn in_allocation(&self) -> bool {
+    pub(crate) fn in_allocation(&self) -> bool {
         self.var("SLURM_JOB_ID").is_some_and(|j| !j.is_empty())
     }
 
@@ -312,7 +313,7 @@ impl SlurmAgents {
         }
         let deadline = Instant::now() + timeout;
         let shared = self.shared.clone();
-        let mut seen = shared.seen.locked();
+        let mut seen = shared.seen.lock();
         let failed = loop {
             if let Some(line) = &seen.malformed {
                 break Failed::Malformed(line.clone());
@@ -334,11 +335,7 @@ impl SlurmAgents {
             if now >= deadline {
                 break Failed::TimedOut;
             }
-            seen = shared
-                .changed
-                .wait_timeout(seen, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            shared.changed.wait_for(&mut seen, deadline - now);
         };
         let (ready, pending) = (seen.ready.len(), seen.pending);
         drop(seen);
@@ -352,13 +349,11 @@ impl SlurmAgents {
         };
         let seen = {
             let deadline = Instant::now() + Duration::from_secs(2);
-            let mut seen = shared.seen.locked();
+            let mut seen = shared.seen.lock();
             while seen.eof < 2 && Instant::now() < deadline {
-                seen = shared
+                shared
                     .changed
-                    .wait_timeout(seen, Duration::from_millis(100))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+                    .wait_for(&mut seen, Duration::from_millis(100));
             }
             seen
         };
@@ -409,13 +404,13 @@ impl SlurmAgents {
 
     /// The SLURM job id (as srun reported it, or the allocation's).
     pub fn job_id(&self) -> Option<String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.job_id.clone().or_else(|| self.alloc_job.clone())
     }
 
     /// The step id `<job>.<step>` of the agents, as srun reported it.
     pub fn step_id(&self) -> Option<String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.step_id.clone()
     }
 
@@ -433,20 +428,20 @@ impl SlurmAgents {
     /// The node name of each agent, in task order (as srun reported them;
     /// empty if it did not).
     pub fn nodes(&self) -> Vec<String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.nodes.values().cloned().collect()
     }
 
     /// Tasks srun reported as ended (task number -> how), e.g. an agent
     /// that was killed.
     pub fn ended_tasks(&self) -> BTreeMap<usize, String> {
-        let seen = self.shared.seen.locked();
+        let seen = self.shared.seen.lock();
         seen.ended.clone()
     }
 
     /// Whether srun is still running.
     pub fn is_running(&self) -> bool {
-        let mut child = self.child.locked();
+        let mut child = self.child.lock();
         match child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => false,
@@ -458,7 +453,7 @@ impl SlurmAgents {
     /// Returns once srun has exited. Idempotent.
     pub fn stop(&self) {
         let running = {
-            let mut child = self.child.locked();
+            let mut child = self.child.lock();
             match child.as_mut() {
                 Some(c) => matches!(c.try_wait(), Ok(None)),
                 None => false,
@@ -483,7 +478,7 @@ impl SlurmAgents {
     /// allocation) or its job (one srun made), so no agent outlives it.
     fn scancel(&self) {
         let target = {
-            let seen = self.shared.seen.locked();
+            let seen = self.shared.seen.lock();
             if self.alloc_job.is_some() {
                 seen.step_id.clone()
             } else {
@@ -503,7 +498,7 @@ impl SlurmAgents {
     }
 
     fn kill(&self) {
-        let mut child = self.child.locked();
+        let mut child = self.child.lock();
         if let Some(c) = child.as_mut() {
             let _ = c.kill();
         }
@@ -516,7 +511,7 @@ impl SlurmAgents {
         let mut sleep = Duration::from_millis(1);
         loop {
             {
-                let mut child = self.child.locked();
+                let mut child = self.child.lock();
                 match child.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(Some(status))) => return Some(status),
                     Some(Ok(None)) => {}
@@ -631,7 +626,7 @@ fn spawn_reader(
                 }
                 let line = String::from_utf8_lossy(&buf);
                 let line = line.trim_end_matches(['\n', '\r']).to_string();
-                let mut seen = shared.seen.locked();
+                let mut seen = shared.seen.lock();
                 let keep = if is_stderr {
                     tracing::debug!("{line}");
                     on_srun_line(&mut seen, &line)
@@ -646,7 +641,7 @@ fn spawn_reader(
                 drop(seen);
                 shared.changed.notify_all();
             }
-            let mut seen = shared.seen.locked();
+            let mut seen = shared.seen.lock();
             seen.eof += 1;
             drop(seen);
             shared.changed.notify_all();
@@ -766,74 +761,4 @@ fn on_srun_line(seen: &mut Seen, line: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_ready_lines() {
-        let mut s = Seen::default();
-        on_task_line(&mut s, "1: MONARCH_HOST_READY 127.0.0.1:4001");
-        on_task_line(&mut s, "0: MONARCH_HOST_READY 10.0.0.2:4000");
-        on_task_line(&mut s, "0: MONARCH_HOST_READY 10.0.0.2:9999"); // first wins
-        on_task_line(&mut s, "0: some log line");
-        on_task_line(&mut s, "MONARCH_HOST_READY 1.2.3.4:5"); // no label
-        assert_eq!(
-            s.ready.values().cloned().collect::<Vec<_>>(),
-            vec!["10.0.0.2:4000", "127.0.0.1:4001"]
-        );
-        assert!(s.malformed.is_none());
-        on_task_line(&mut s, "2: MONARCH_HOST_READY nonsense");
-        assert!(s.malformed.is_some());
-    }
-
-    #[test]
-    fn parses_srun_lines() {
-        let mut s = Seen::default();
-        on_srun_line(&mut s, "srun: job 42 queued and waiting for resources");
-        assert_eq!(s.job_id.as_deref(), Some("42"));
-        assert!(s.pending);
-        on_srun_line(&mut s, "srun: job 42 has been allocated resources");
-        assert!(!s.pending);
-        on_srun_line(&mut s, "srun: error: n2: task 1: Exited with exit code 3");
-        on_srun_line(&mut s, "srun: error: n1: tasks 0-1: Killed");
-        on_srun_line(&mut s, "srun: error: n3: task 4-5: Killed");
-        on_srun_line(&mut s, "srun: launching StepId=5.0 on host n7, 1 tasks: 6");
-        assert_eq!(s.step_id.as_deref(), Some("5.0"));
-        assert_eq!(s.nodes.get(&6).map(String::as_str), Some("n7"));
-        on_srun_line(
-            &mut s,
-            "srun: Job 7 step creation temporarily disabled, retrying (Requested nodes are busy)",
-        );
-        assert!(s.pending);
-        assert!(!on_srun_line(&mut s, "srun: defined options"));
-        assert!(!on_srun_line(&mut s, "srun: nodes               : 2"));
-        assert!(!on_srun_line(&mut s, "srun: end of defined options"));
-        assert!(on_srun_line(
-            &mut s,
-            "srun: error: Unable to allocate resources"
-        ));
-        assert_eq!(
-            s.ended.get(&1).map(String::as_str),
-            Some("Exited with exit code 3")
-        );
-        assert_eq!(s.ended.get(&4).map(String::as_str), Some("Killed"));
-        assert_eq!(s.ended.get(&5).map(String::as_str), Some("Killed"));
-    }
-
-    #[test]
-    fn command_line() {
-        let mut o = SlurmOptions::new(2, vec!["monarch".into(), "host".into()]);
-        o.srun = Some("/usr/bin/srun".into());
-        o.srun_args = vec!["--partition=debug".into()];
-        let argv = o.command().unwrap();
-        assert_eq!(argv[0], "/usr/bin/srun");
-        assert!(argv.contains(&"--nodes=2".to_string()));
-        assert!(argv.contains(&"--label".to_string()));
-        assert_eq!(
-            &argv[argv.len() - 3..],
-            &["--partition=debug", "monarch", "host"]
-        );
-        o.agent_argv.clear();
-        assert!(o.command().is_err());
-    }
-}
+mod tests;

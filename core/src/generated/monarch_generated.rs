@@ -36,7 +36,8 @@ pub const ENUM_VALUES_KIND: [Kind; 10] = [
 pub struct Kind(pub u8);
 #[allow(non_upper_case_globals)]
 impl Kind {
-  /// First frame on every connection: token, sender.
+  /// Reserved (never sent): connections authenticate with a handshake
+  /// before the first frame. Kept so the other values keep their numbers.
   pub const Hello: Self = Self(0);
   /// Worker -> controller: the proc is up and listening at `sender`.
   pub const Ready: Self = Self(1);
@@ -495,7 +496,7 @@ impl<'a> Envelope<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Envelope::VT_SENDER, None)}
   }
-  /// Job token (Hello only).
+  /// Reserved (never set): kept so the fields after it keep their ids.
   #[inline]
   pub fn token(&self) -> Option<&'a str> {
     // Safety:

@@ -2,10 +2,10 @@
 //! routing itself is `crate::multicast`) and, for a gather, collect the
 //! subtree's replies and send them up together.
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::Inner;
 use crate::conn::Defer;
@@ -41,20 +41,16 @@ pub(crate) struct Relays(Mutex<HashMap<u64, Arc<Relay>>>);
 
 impl Relays {
     fn get(&self, port: u64) -> Option<Arc<Relay>> {
-        self.0.locked().get(&port).cloned()
+        self.0.lock().get(&port).cloned()
     }
 
     /// Relays in flight.
     pub(crate) fn len(&self) -> usize {
-        self.0.locked().len()
+        self.0.lock().len()
     }
 
     fn all(&self) -> Vec<(u64, Arc<Relay>)> {
-        self.0
-            .locked()
-            .iter()
-            .map(|(k, r)| (*k, r.clone()))
-            .collect()
+        self.0.lock().iter().map(|(k, r)| (*k, r.clone())).collect()
     }
 }
 
@@ -104,12 +100,7 @@ impl Inner {
             .zip(&env.cast_addrs)
             .map(|(&r, a)| (r as usize, a.as_str()))
             .collect();
-        let lost = |r: usize| {
-            self.any_lost.load(std::sync::atomic::Ordering::Relaxed)
-                && addrs
-                    .get(&r)
-                    .is_some_and(|a| self.lost.locked().contains(*a))
-        };
+        let lost = |r: usize| addrs.get(&r).is_some_and(|a| self.peers.is_lost(a));
         let members = env.cast_ranks[1..]
             .iter()
             .zip(&env.cast_slots[1..])
@@ -159,7 +150,7 @@ impl Inner {
                         values,
                     }),
                 });
-                self.cast_relays.0.locked().insert(id, r.clone());
+                self.cast_relays.0.lock().insert(id, r.clone());
                 Some((id, r))
             })
             .flatten();
@@ -197,15 +188,8 @@ impl Inner {
         // relay: its loss may have been handled before the relay existed
         // (it would then wait for that child forever).
         if let Some((id, r)) = relay {
-            if self.any_lost.load(Ordering::Relaxed) {
-                let gone: Vec<String> = {
-                    let lost = self.lost.locked();
-                    r.owed
-                        .keys()
-                        .filter(|a| lost.contains(*a))
-                        .cloned()
-                        .collect()
-                };
+            {
+                let gone = self.peers.lost_among(r.owed.keys());
                 for peer in gone {
                     let why = format!("lost connection to proc {peer}");
                     self.relay_fail_owed(&[(id, r.clone())], &peer, &why);
@@ -226,7 +210,7 @@ impl Inner {
             return Some(value);
         };
         let done = {
-            let mut st = r.st.locked();
+            let mut st = r.st.lock();
             match st.values.get_mut(&slot) {
                 Some(cell @ None) => *cell = Some(value),
                 _ => return None,
@@ -235,9 +219,9 @@ impl Inner {
             st.remaining == 0
         };
         if done {
-            self.cast_relays.0.locked().remove(&port);
+            self.cast_relays.0.lock().remove(&port);
             let values: Vec<(u64, PointValue)> =
-                r.st.locked()
+                r.st.lock()
                     .values
                     .drain()
                     .map(|(s, v)| (s, v.unwrap_or_else(|| PointValue::error("no reply"))))

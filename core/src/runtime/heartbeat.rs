@@ -12,15 +12,13 @@
 //! 1 s. An idle mesh of 8 procs costs 8 small frames and 8 wake-ups per
 //! interval each way (see benches/supervision.py).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::io::signal_eventfd;
 use super::Inner;
-use crate::sync::LockExt;
 use crate::wire::{Envelope, Kind};
 
 /// The heartbeat timeout (None: heartbeats are off).
@@ -68,20 +66,17 @@ impl Inner {
     /// A child said Ready or answered a heartbeat.
     pub(super) fn heartbeat_seen(&self, peer: &str) {
         if self.hb.started.load(Ordering::Relaxed) {
-            self.hb
-                .seen
-                .locked()
-                .insert(peer.to_string(), Instant::now());
+            self.hb.seen.lock().insert(peer.to_string(), Instant::now());
         }
     }
 
     pub(super) fn heartbeat_lost(&self, addr: &str) -> bool {
-        self.hb.lost.locked().contains(addr)
+        self.hb.lost.lock().contains(addr)
     }
 
     /// Answer a parent's heartbeat, never blocking the reading thread.
     pub(super) fn answer_heartbeat(&self, peer: &str) {
-        let conn = self.conns.locked().get(peer).cloned();
+        let conn = self.peers.get(peer);
         let Some(conn) = conn else { return };
         let mut env = Envelope::new(Kind::HeartbeatAck);
         env.sender = self.addr.clone();
@@ -92,17 +87,17 @@ impl Inner {
         let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(128);
         let header = env.encode(&mut fbb);
         if conn.try_buffer(header, &[]).is_some() && !self.deferred.swap(true, Ordering::SeqCst) {
-            signal_eventfd(self.io.kick.as_raw_fd());
+            self.io.kick.signal();
         }
     }
 
     /// One round: declare hung children failed, probe the others.
     fn heartbeat_round(&self, timeout: Duration) {
-        let children: Vec<_> = self.children.locked().values().cloned().collect();
+        let children: Vec<_> = self.children.all();
         let now = Instant::now();
         let mut live = Vec::new();
         {
-            let mut seen = self.hb.seen.locked();
+            let mut seen = self.hb.seen.lock();
             seen.retain(|addr, _| {
                 children
                     .iter()
@@ -115,7 +110,7 @@ impl Inner {
                 }
                 let last = *seen.entry(c.addr.clone()).or_insert(now);
                 if now.duration_since(last) > timeout {
-                    if self.hb.lost.locked().insert(c.addr.clone()) {
+                    if self.hb.lost.lock().insert(c.addr.clone()) {
                         tracing::warn!(addr = %c.addr, ?timeout, "proc stopped answering heartbeats; killing it");
                         c.kill();
                     }
@@ -127,7 +122,7 @@ impl Inner {
         let mut env = Envelope::new(Kind::Heartbeat);
         env.sender = self.addr.clone();
         for addr in live {
-            let conn = self.conns.locked().get(&addr).cloned();
+            let conn = self.peers.get(&addr);
             if let Some(conn) = conn {
                 self.buffer_small(&conn, &env);
             }

@@ -8,10 +8,11 @@
 //! watches the notification fd; it also guarantees that batched frames are
 //! written within `FLUSH_DELAY`. See docs/architecture.md, "Waiting".
 
-use crate::sync::LockExt;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use crate::eventfd::{self, EventFd};
+use parking_lot::Mutex;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Inner, BURST};
@@ -27,7 +28,7 @@ pub(super) struct Parking {
 
 thread_local! {
     /// This thread's wake-up descriptor for parking.
-    static PARK_FD: Option<OwnedFd> = new_eventfd().ok();
+    static PARK_FD: Option<EventFd> = EventFd::new().ok();
 }
 
 /// State shared between waiting threads and the runtime's I/O thread.
@@ -39,7 +40,7 @@ thread_local! {
 /// not two. A waiter that arrives while the I/O thread sits in `poll`
 /// kicks it back to sleep.
 pub(super) struct Io {
-    pub(super) kick: OwnedFd,
+    pub(super) kick: EventFd,
     /// Threads inside `wait_until`.
     pub(super) active: AtomicUsize,
     /// When a thread last left `wait_until` (ns since `epoch`; 0: never).
@@ -52,10 +53,6 @@ pub(super) struct Io {
     /// hundred times).
     pub(super) deep: AtomicBool,
     pub(super) epoch: Instant,
-    /// How many replies the gather last opened, or last given a reply,
-    /// still misses (`usize::MAX`: no gather yet). A hint for waiters:
-    /// see [`Inner::last_replies_close`].
-    pub(super) gather_missing: AtomicUsize,
 }
 
 /// Batched frames wait at most about this long before they are written.
@@ -74,29 +71,6 @@ pub(super) const IO_IDLE_TICK: Duration = Duration::from_millis(10);
 /// The longest the I/O thread sleeps while a thread keeps waiting (it
 /// backs off from `IO_IDLE_TICK` to this; a leaving waiter kicks it).
 pub(super) const IO_DEEP_TICK: Duration = Duration::from_secs(1);
-
-pub(super) fn new_eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall; the result is checked before use.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-pub(super) fn signal_eventfd(fd: RawFd) {
-    let one: u64 = 1;
-    // SAFETY: 8-byte write from a valid u64 to an eventfd; a full counter
-    // already means "readable", so errors don't matter.
-    unsafe { libc::write(fd, &one as *const u64 as *const _, 8) };
-}
-
-pub(super) fn drain_eventfd(fd: RawFd) {
-    let mut v: u64 = 0;
-    // SAFETY: 8-byte read into a valid u64 from a non-blocking eventfd.
-    unsafe { libc::read(fd, &mut v as *mut u64 as *mut _, 8) };
-}
 
 pub(super) fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
@@ -165,7 +139,7 @@ impl Inner {
         // it sees us gone, or we see it in its long sleep and wake it.
         if self.io.active.fetch_sub(1, Ordering::SeqCst) == 1 && self.io.deep.load(Ordering::SeqCst)
         {
-            signal_eventfd(self.io.kick.as_raw_fd());
+            self.io.kick.signal();
         }
         if ok {
             policy.record(start.elapsed());
@@ -175,7 +149,7 @@ impl Inner {
 
     /// The I/O thread: reads the sockets while no other thread does.
     pub(super) fn io_loop(self: Arc<Self>) {
-        let kick = self.io.kick.as_raw_fd();
+        let kick = self.io.kick.fd();
         // How long to sleep while a waiter stays inside `wait_until`.
         let mut tick = IO_IDLE_TICK;
         loop {
@@ -210,7 +184,7 @@ impl Inner {
                     poll_fds(&mut fds, Some(t.min(flush_wait.unwrap_or(Duration::MAX))));
                     self.io.deep.store(false, Ordering::SeqCst);
                     if fds[0].revents != 0 {
-                        drain_eventfd(kick);
+                        eventfd::drain(kick);
                     }
                     continue;
                 }
@@ -227,7 +201,7 @@ impl Inner {
             poll_fds(&mut fds, flush_wait);
             self.io.polling.store(false, Ordering::SeqCst);
             if fds[0].revents != 0 {
-                drain_eventfd(kick);
+                eventfd::drain(kick);
             }
             self.pump_polled(&conns, &fds[1..]);
         }
@@ -260,7 +234,7 @@ impl Inner {
     /// connection list).
     pub(super) fn kick_io(&self) {
         if self.io.polling.load(Ordering::SeqCst) {
-            signal_eventfd(self.io.kick.as_raw_fd());
+            self.io.kick.signal();
         }
     }
 
@@ -284,13 +258,13 @@ impl Inner {
     }
 
     pub(super) fn conn_list(&self) -> Vec<Arc<Conn>> {
-        self.conns.locked().values().cloned().collect()
+        self.peers.list()
     }
 
     /// Read what one connection has ready (waiting for its reader lock).
     pub(super) fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
         let result = {
-            let mut r = conn.reader.locked();
+            let mut r = conn.reader.lock();
             r.drain(&mut |f| self.dispatch(&conn.peer, f))
         };
         if let Err(e) = result {
@@ -309,8 +283,8 @@ impl Inner {
     /// Read one connection unless another thread is reading it.
     fn try_drain(self: &Arc<Self>, conn: &Arc<Conn>) {
         let result = match conn.reader.try_lock() {
-            Ok(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
-            Err(_) => return,
+            Some(mut r) => r.drain(&mut |f| self.dispatch(&conn.peer, f)),
+            None => return,
         };
         if let Err(e) = result {
             self.conn_failed(conn, e);
@@ -366,10 +340,10 @@ impl Inner {
         if self.parking.count.load(Ordering::SeqCst) == 0 {
             return;
         }
-        for fd in self.parking.fds.locked().iter() {
+        for fd in self.parking.fds.lock().iter() {
             // A parked thread's own eventfd stays registered, hence open,
             // until that thread unparks.
-            signal_eventfd(*fd);
+            eventfd::signal(*fd);
         }
     }
 
@@ -382,7 +356,7 @@ impl Inner {
         deadline: Option<Instant>,
         ready: &dyn Fn() -> bool,
     ) -> bool {
-        let Some(own) = PARK_FD.with(|f| f.as_ref().map(|f| f.as_raw_fd())) else {
+        let Some(own) = PARK_FD.with(|f| f.as_ref().map(|f| f.fd())) else {
             // No eventfd for this thread: fall back to short sleeps.
             while !ready() && deadline.is_none_or(|d| Instant::now() < d) {
                 std::thread::sleep(Duration::from_micros(200));
@@ -405,7 +379,7 @@ impl Inner {
                 }
             };
             {
-                let mut fds = self.parking.fds.locked();
+                let mut fds = self.parking.fds.lock();
                 fds.push(own);
                 self.parking.count.fetch_add(1, Ordering::SeqCst);
             }
@@ -426,14 +400,14 @@ impl Inner {
                 polled = Some((conns, fds));
             }
             {
-                let mut fds = self.parking.fds.locked();
+                let mut fds = self.parking.fds.lock();
                 if let Some(i) = fds.iter().position(|f| *f == own) {
                     fds.swap_remove(i);
                 }
                 self.parking.count.fetch_sub(1, Ordering::SeqCst);
             }
             if signalled {
-                drain_eventfd(own);
+                eventfd::drain(own);
             }
             if done {
                 return true;
@@ -464,14 +438,14 @@ impl Inner {
     /// so with several gathers in flight it is only a hint; a wrong guess
     /// costs at most one bounded spin.
     pub(super) fn last_replies_close(&self) -> bool {
-        let missing = self.io.gather_missing.load(Ordering::Relaxed);
+        let missing = self.ports.missing_hint();
         missing < crate::completion::cpu_count()
     }
 
     /// Whether a gather is in flight that misses at least as many replies
     /// as there are CPUs (the other side of [`Inner::last_replies_close`]).
     pub(super) fn many_replies_missing(&self) -> bool {
-        let missing = self.io.gather_missing.load(Ordering::Relaxed);
+        let missing = self.ports.missing_hint();
         missing != usize::MAX && missing >= crate::completion::cpu_count()
     }
 

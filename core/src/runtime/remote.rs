@@ -1,22 +1,13 @@
-//! The controller's side of procs started by host agents on other hosts:
-//! the agent protocol, exits and logs the agents report, and what happens
-//! when a host is lost. See docs/hosts.md.
-//!
-//! Agent protocol (frames of kind Message):
-//! - controller -> agent, actor [`AGENT_ACTOR`], with a reply port:
-//!   `prepare [n]` (bind n listening sockets; reply: their addresses),
-//!   `start [controller, base_rank, argv, env, addrs]` (start one proc per
-//!   prepared address; `argv`/`env` are NUL-separated, `env` as `K=V`),
-//!   `kill [addr...]`, `info` (reply: host name).
-//! - agent -> controller, actor [`CONTROL_ACTOR`], no reply:
-//!   `exit [addr, how, "code"|"signal", n]`, `log [addr, rank, "out"|"err", line]`.
+//! The controller's side of procs started by host agents on other hosts
+//! (the requests and reports are in `agent_protocol`): exits and logs the
+//! agents report, and what happens when a host is lost. See docs/hosts.md.
 //!
 //! A remote proc's exit, its host's loss and a lost heartbeat feed the same
 //! supervision path as a local child's death (`proc_failed_at`).
 
-use crate::sync::LockExt;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Inner, Runtime};
@@ -27,10 +18,8 @@ use crate::supervision::FailureCause;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
-/// The built-in actor of a host agent.
-pub const AGENT_ACTOR: &str = "__monarch_host__";
-/// Where agents send exits and logs (handled inside the runtime).
-pub const CONTROL_ACTOR: &str = "__monarch_control__";
+pub use crate::agent_protocol::{AGENT_ACTOR, CONTROL_ACTOR};
+use crate::agent_protocol::{EXIT, EXIT_SIGNAL, KILL, LOG, LOG_STDERR};
 
 pub(crate) struct RemoteProc {
     pub agent: String,
@@ -45,12 +34,12 @@ pub(crate) struct RemoteProcs {
 
 impl RemoteProcs {
     pub(super) fn get(&self, addr: &str) -> Option<Arc<RemoteProc>> {
-        self.procs.locked().get(addr).cloned()
+        self.procs.lock().get(addr).cloned()
     }
 
     fn of_agent(&self, agent: &str) -> Vec<(String, Arc<RemoteProc>)> {
         self.procs
-            .locked()
+            .lock()
             .iter()
             .filter(|(_, p)| p.agent == agent)
             .map(|(a, p)| (a.clone(), p.clone()))
@@ -58,7 +47,7 @@ impl RemoteProcs {
     }
 
     pub(crate) fn addrs(&self) -> Vec<String> {
-        self.procs.locked().keys().cloned().collect()
+        self.procs.lock().keys().cloned().collect()
     }
 }
 
@@ -129,8 +118,8 @@ impl Runtime {
     pub(crate) fn expect_remote(&self, addr: &str, agent: &str) {
         let ready: Completion<Result<()>> =
             Completion::with_pump(None, Some(self.inner.pump.clone()));
-        self.inner.ready.locked().insert(addr.to_string(), ready);
-        self.inner.remote.procs.locked().insert(
+        self.inner.children.expect_ready(addr, ready);
+        self.inner.remote.procs.lock().insert(
             addr.to_string(),
             Arc::new(RemoteProc {
                 agent: agent.to_string(),
@@ -152,12 +141,7 @@ impl Runtime {
             if p.exit.is_ready() {
                 continue;
             }
-            let connected = self
-                .inner
-                .conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(addr);
+            let connected = self.inner.peers.contains(addr);
             if connected {
                 let mut env = Envelope::new(Kind::StopProc);
                 env.sender = self.inner.addr.clone();
@@ -177,7 +161,7 @@ impl Runtime {
         }
         for (agent, addrs) in &by_agent {
             let parts: Vec<&[u8]> = addrs.iter().map(|a| a.as_bytes()).collect();
-            if let Ok(f) = self.call_agent(agent, "kill", &parts) {
+            if let Ok(f) = self.call_agent(agent, KILL, &parts) {
                 f.wait(Some(Duration::from_secs(10)));
             }
         }
@@ -197,7 +181,7 @@ impl Inner {
                 .unwrap_or_default()
         };
         match env.method.as_str() {
-            "exit" => {
+            EXIT => {
                 let addr = text(0);
                 let how = text(1);
                 let Some(p) = self.remote.get(&addr) else {
@@ -209,14 +193,16 @@ impl Inner {
                 }
                 let n = text(3).parse::<i32>().unwrap_or(-1);
                 let cause = match text(2).as_str() {
-                    "signal" => FailureCause::Signal,
+                    EXIT_SIGNAL => FailureCause::Signal,
                     _ => FailureCause::ExitCode,
                 };
                 self.remote_ended(&addr, &p, cause, n, &how);
             }
-            "log" => {
+            LOG => {
                 let rank = text(1).parse::<u64>().ok();
-                let stderr = parts.get(2).is_some_and(|s| s.as_slice() == b"err");
+                let stderr = parts
+                    .get(2)
+                    .is_some_and(|s| s.as_slice() == LOG_STDERR.as_bytes());
                 let line = parts.get(3).map(|l| l.as_slice()).unwrap_or_default();
                 crate::logs::emit(rank, stderr, line);
             }
@@ -238,12 +224,7 @@ impl Inner {
         // Recorded first, so a call made once this one failed fails at once.
         self.proc_failed_at(addr, cause, code, how);
         p.exit.complete(why.to_string());
-        if let Some(r) = self
-            .ready
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(addr)
-        {
+        if let Some(r) = self.children.take_ready(addr) {
             r.complete(Err(Error::new(ErrorKind::ProcFailed, why.to_string())));
         }
         self.fail_peer_slots(addr, why);
@@ -270,17 +251,18 @@ impl Inner {
     /// `timeout` (hung, or behind a cut link) is declared failed with
     /// cause HeartbeatLost, and its agent is asked to kill it.
     pub(super) fn remote_heartbeat_round(&self, timeout: Duration) {
-        let targets: Vec<(String, Arc<RemoteProc>)> = {
-            let pending = self.ready.lock().unwrap_or_else(|e| e.into_inner());
-            self.remote
-                .procs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter(|(a, p)| !p.exit.is_ready() && !pending.contains_key(*a))
-                .map(|(a, p)| (a.clone(), p.clone()))
-                .collect()
-        };
+        let running: Vec<(String, Arc<RemoteProc>)> = self
+            .remote
+            .procs
+            .lock()
+            .iter()
+            .filter(|(_, p)| !p.exit.is_ready())
+            .map(|(a, p)| (a.clone(), p.clone()))
+            .collect();
+        let targets: Vec<(String, Arc<RemoteProc>)> = running
+            .into_iter()
+            .filter(|(a, _)| !self.children.is_starting(a))
+            .collect();
         if targets.is_empty() {
             return;
         }
@@ -288,17 +270,11 @@ impl Inner {
         let mut live = Vec::new();
         let mut lost = Vec::new();
         {
-            let mut seen = self.hb.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.hb.seen.lock();
             for (addr, p) in targets {
                 let last = *seen.entry(addr.clone()).or_insert(now);
                 if now.duration_since(last) > timeout {
-                    if self
-                        .hb
-                        .lost
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(addr.clone())
-                    {
+                    if self.hb.lost.lock().insert(addr.clone()) {
                         lost.push((addr, p));
                     }
                 } else {
@@ -306,13 +282,7 @@ impl Inner {
                 }
             }
         }
-        let conn_of = |addr: &str| {
-            self.conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(addr)
-                .cloned()
-        };
+        let conn_of = |addr: &str| self.peers.get(addr);
         let mut hb = Envelope::new(Kind::Heartbeat);
         hb.sender = self.addr.clone();
         for addr in live {
@@ -326,7 +296,7 @@ impl Inner {
                 let mut kill = Envelope::new(Kind::Message);
                 kill.sender = self.addr.clone();
                 kill.actor = AGENT_ACTOR.to_string();
-                kill.method = "kill".to_string();
+                kill.method = KILL.to_string();
                 kill.part_sizes = vec![addr.len() as u64];
                 let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(256);
                 let header = kill.encode(&mut fbb);
@@ -335,8 +305,7 @@ impl Inner {
                         .deferred
                         .swap(true, std::sync::atomic::Ordering::SeqCst)
                 {
-                    use std::os::fd::AsRawFd;
-                    super::io::signal_eventfd(self.io.kick.as_raw_fd());
+                    self.io.kick.signal();
                 }
             }
             let how = format!(
@@ -351,42 +320,5 @@ impl Inner {
         let p = self.remote.get(addr)?;
         let why = p.exit.peek()?;
         Some(Error::new(ErrorKind::ProcFailed, why))
-    }
-}
-
-/// What a host agent needs from its runtime.
-impl Runtime {
-    /// Accept messages for the built-in actor `name`, served by the
-    /// program itself (the host agent's [`AGENT_ACTOR`]).
-    pub fn serve_builtin(&self, name: &str) {
-        self.inner
-            .actors
-            .locked()
-            .insert(name.to_string(), super::ActorState::Alive);
-    }
-
-    /// The job secret this runtime authenticates peers with.
-    pub fn job_token(&self) -> &str {
-        &self.inner.token
-    }
-
-    /// Whether a connection to (or from) `addr` is open.
-    pub fn is_connected(&self, addr: &str) -> bool {
-        self.inner.conns.locked().contains_key(addr)
-    }
-
-    /// Report `method` with `parts` to the controller at `controller`
-    /// (see the module doc), if it is still connected; never reconnects.
-    pub fn report(&self, controller: &str, method: &str, parts: &[&[u8]]) -> Result<()> {
-        if !self.is_connected(controller) {
-            return Err(Error::new(
-                ErrorKind::ProcFailed,
-                format!("controller {controller} is not connected"),
-            ));
-        }
-        let mut env = Envelope::new(Kind::Message);
-        env.actor = CONTROL_ACTOR.to_string();
-        env.method = method.to_string();
-        self.send(controller, &env, parts)
     }
 }

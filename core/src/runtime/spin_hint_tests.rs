@@ -1,5 +1,5 @@
 //! The hint parked waiters use to choose between spinning and sleeping
-//! (`Io::gather_missing`): it follows the gather in flight, and the two
+//! (`ReplyPorts::missing_hint`): it follows the gather in flight, and the two
 //! decisions flip where fewer replies are missing than there are CPUs.
 
 use super::Runtime;

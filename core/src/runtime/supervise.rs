@@ -18,11 +18,11 @@
 //!   queue pulled with `Runtime::next_supervision_event`.
 //! - Calls to any view that contains a failed proc or actor fail at once.
 
-use crate::sync::LockExt;
+use parking_lot::{Condvar, Mutex};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ActorState, Event, EventKind, Inner, Runtime};
@@ -111,7 +111,7 @@ impl Inner {
             "procs.{}",
             self.sup.next_mesh.fetch_add(1, Ordering::Relaxed)
         );
-        self.sup.proc_meshes.locked().push(ProcMeshEntry {
+        self.sup.proc_meshes.lock().push(ProcMeshEntry {
             name: name.clone(),
             procs,
             owner: Self::current_owner(),
@@ -120,7 +120,7 @@ impl Inner {
     }
 
     pub(super) fn register_actor_mesh(&self, key: &str, name: &str, procs: &[String]) {
-        self.sup.actor_meshes.locked().insert(
+        self.sup.actor_meshes.lock().insert(
             key.to_string(),
             ActorMeshEntry {
                 name: name.to_string(),
@@ -131,7 +131,7 @@ impl Inner {
     }
 
     pub(super) fn record_hosted(&self, key: &str, spawner: &str, rank: u64) {
-        self.sup.hosted.locked().insert(
+        self.sup.hosted.lock().insert(
             key.to_string(),
             Hosted {
                 spawner: spawner.to_string(),
@@ -150,8 +150,8 @@ impl Inner {
         if !self.sup.any_failed.load(Ordering::Acquire) {
             return Ok(());
         }
-        let procs = self.sup.failed_procs.locked();
-        let actors = self.sup.failed_actors.locked();
+        let procs = self.sup.failed_procs.lock();
+        let actors = self.sup.failed_actors.lock();
         // The failed procs and this mesh's failed actors, by address (few),
         // so each point costs one lookup and no allocation.
         let mut failed: HashMap<&str, &str> = actors
@@ -178,11 +178,11 @@ impl Inner {
     }
 
     pub(super) fn mark_stopping(&self, addrs: &[String]) {
-        self.sup.stopping.locked().extend(addrs.iter().cloned());
+        self.sup.stopping.lock().extend(addrs.iter().cloned());
     }
 
     pub(super) fn is_stopping(&self, addr: &str) -> bool {
-        self.shutting_down.load(Ordering::SeqCst) || self.sup.stopping.locked().contains(addr)
+        self.shutting_down.load(Ordering::SeqCst) || self.sup.stopping.lock().contains(addr)
     }
 
     /// A child proc has exited: unless it was being stopped, its rank of
@@ -220,7 +220,7 @@ impl Inner {
         let report = format!("proc {} {how}", addr);
         {
             // Once per proc (the reaper and a reader may both get here).
-            let mut failed = self.sup.failed_procs.locked();
+            let mut failed = self.sup.failed_procs.lock();
             if failed.contains_key(addr) {
                 return;
             }
@@ -230,7 +230,7 @@ impl Inner {
         let hosted_meshes: Vec<String> = self
             .sup
             .actor_meshes
-            .locked()
+            .lock()
             .values()
             .filter(|m| m.procs.iter().any(|p| p == addr))
             .map(|m| format!("'{}'", m.name))
@@ -238,7 +238,7 @@ impl Inner {
         let events: Vec<SupervisionEvent> = self
             .sup
             .proc_meshes
-            .locked()
+            .lock()
             .iter()
             .filter_map(|m| {
                 let rank = m.procs.iter().position(|p| *p == addr)?;
@@ -279,10 +279,8 @@ impl Inner {
         payload: Vec<u8>,
         caused_by: Option<SupervisionEvent>,
     ) {
-        self.actors
-            .locked()
-            .insert(key.to_string(), ActorState::Failed(report.to_string()));
-        let (spawner, rank) = match self.sup.hosted.locked().get(key) {
+        self.actors.set(key, ActorState::Failed(report.to_string()));
+        let (spawner, rank) = match self.sup.hosted.lock().get(key) {
             Some(h) => (h.spawner.clone(), h.rank),
             None => {
                 tracing::error!(actor = %key, error = %report, "unhandled failure of an actor with no known owner");
@@ -340,7 +338,7 @@ impl Inner {
         let entry = self
             .sup
             .actor_meshes
-            .locked()
+            .lock()
             .get(&ev.mesh_key)
             .map(|m| (m.name.clone(), m.owner.clone(), m.procs.clone()));
         match entry {
@@ -360,7 +358,7 @@ impl Inner {
             }
         }
         if ev.cause != FailureCause::Undeliverable {
-            self.sup.failed_actors.locked().insert(
+            self.sup.failed_actors.lock().insert(
                 (ev.mesh_key.clone(), peer.to_string()),
                 format!("actor {} failed: {}", ev.actor, summary(&ev.report)),
             );
@@ -379,8 +377,7 @@ impl Inner {
 
     /// Deliver an event to its owner: an actor hosted here, or the top level.
     fn route(&self, ev: SupervisionEvent) {
-        let owner_alive = !ev.owner.is_empty()
-            && matches!(self.actors.locked().get(&ev.owner), Some(ActorState::Alive));
+        let owner_alive = !ev.owner.is_empty() && self.actors.is_alive(&ev.owner);
         if owner_alive {
             let bytes = ev.encode();
             self.push_event(Event {
@@ -400,7 +397,7 @@ impl Inner {
         if !ev.owner.is_empty() {
             tracing::warn!(owner = %ev.owner, "owner of a failed mesh is gone; reporting to the top level");
         }
-        self.sup.queue.locked().push_back(ev);
+        self.sup.queue.lock().push_back(ev);
         self.sup.cv.notify_all();
         self.notifier.signal();
     }
@@ -430,23 +427,17 @@ impl Inner {
     /// owner's own stop is handled.
     pub(super) fn stop_owned_then(self: &Arc<Self>, owner: Option<&str>, ev: Event) {
         let addrs: Vec<String> = match owner {
-            None => self.children.locked().keys().cloned().collect(),
+            None => self.children.addrs(),
             Some(o) => self
                 .sup
                 .proc_meshes
-                .locked()
+                .lock()
                 .iter()
                 .filter(|m| m.owner == o)
                 .flat_map(|m| m.procs.iter().cloned())
                 .collect(),
         };
-        let live: Vec<String> = {
-            let children = self.children.locked();
-            addrs
-                .into_iter()
-                .filter(|a| children.get(a).is_some_and(|c| !c.exit.is_ready()))
-                .collect()
-        };
+        let live = self.children.running_among(addrs);
         if live.is_empty() {
             self.push_event(ev);
             return;
@@ -464,56 +455,43 @@ impl Inner {
     }
 
     pub(super) fn wake_supervision_waiters(&self) {
-        let _q = self.sup.queue.locked();
+        let _q = self.sup.queue.lock();
         self.sup.cv.notify_all();
     }
 }
 
-impl Runtime {
-    /// Make `actor` ("" = this process's top level) the owner of meshes
-    /// the calling thread spawns from now on. The runtime does this itself
-    /// when `next_event` hands the thread an event (and clears it when the
-    /// event is answered); a binding that runs an actor's code on another
-    /// thread (an async event loop) calls it right before spawning.
-    pub fn set_spawn_owner(&self, actor: &str) {
-        Inner::set_current_owner(actor);
-    }
-
-    /// Take the next supervision event addressed to this process's top
-    /// level (the controller's program), waiting up to `timeout` (None:
-    /// forever). Does not read sockets itself (other threads and the I/O
-    /// thread do), so a thread may block here for good.
-    pub fn next_supervision_event(&self, timeout: Option<Duration>) -> Result<SupervisionEvent> {
+impl Inner {
+    /// See [`Runtime::next_supervision_event`].
+    pub(super) fn next_supervision_event(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<SupervisionEvent> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let sup = &self.inner.sup;
-        let mut q = sup.queue.locked();
+        let sup = &self.sup;
+        let mut q = sup.queue.lock();
         loop {
             if let Some(ev) = q.pop_front() {
                 return Ok(ev);
             }
-            if self.inner.stopped.load(Ordering::SeqCst) {
+            if self.stopped.load(Ordering::SeqCst) {
                 return Err(Error::new(ErrorKind::Stopped, "runtime was shut down"));
             }
             match deadline {
-                None => q = sup.cv.wait(q).unwrap_or_else(|p| p.into_inner()),
+                None => sup.cv.wait(&mut q),
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(Error::new(ErrorKind::Timeout, "no supervision event"));
                     }
-                    q = sup
-                        .cv
-                        .wait_timeout(q, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    sup.cv.wait_for(&mut q, left);
                 }
             }
         }
     }
 
     /// Whether a supervision event is waiting for the top level.
-    pub fn has_supervision_event(&self) -> bool {
-        !self.inner.sup.queue.locked().is_empty()
+    pub(super) fn has_supervision_event(&self) -> bool {
+        !self.sup.queue.lock().is_empty()
     }
 }
 

@@ -39,7 +39,7 @@ class Envelope(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
-    # Job token (Hello only).
+    # Reserved (never set): kept so the fields after it keep their ids.
     # Envelope
     def Token(self):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))

@@ -5,7 +5,8 @@
 # What a frame carries. One envelope table serves every kind; each kind
 # uses the subset of fields listed next to it.
 class Kind(object):
-    # First frame on every connection: token, sender.
+    # Reserved (never sent): connections authenticate with a handshake
+    # before the first frame. Kept so the other values keep their numbers.
     Hello = 0
     # Worker -> controller: the proc is up and listening at `sender`.
     Ready = 1

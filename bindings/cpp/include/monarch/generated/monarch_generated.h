@@ -31,7 +31,8 @@ struct SupervisionEventBuilder;
 /// What a frame carries. One envelope table serves every kind; each kind
 /// uses the subset of fields listed next to it.
 enum Kind : uint8_t {
-  /// First frame on every connection: token, sender.
+  /// Reserved (never sent): connections authenticate with a handshake
+  /// before the first frame. Kept so the other values keep their numbers.
   Kind_Hello = 0,
   /// Worker -> controller: the proc is up and listening at `sender`.
   Kind_Ready = 1,
@@ -283,7 +284,7 @@ struct Envelope FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   const ::flatbuffers::String *sender() const {
     return GetPointer<const ::flatbuffers::String *>(VT_SENDER);
   }
-  /// Job token (Hello only).
+  /// Reserved (never set): kept so the fields after it keep their ids.
   const ::flatbuffers::String *token() const {
     return GetPointer<const ::flatbuffers::String *>(VT_TOKEN);
   }

@@ -1,0 +1,173 @@
+//! Events: the work this proc's hosted actors are given (spawn, message,
+//! stop, supervision), queued until their binding takes it.
+
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use super::Inner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::future::Answer;
+use crate::port::PortRef;
+
+/// What a hosted actor's binding is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum EventKind {
+    /// Construct actor `actor` of `type_name` from the argument parts.
+    Spawn = 1,
+    /// Run endpoint `method` of `actor` on the parts.
+    Message = 2,
+    /// Stop actor `actor`.
+    StopActor = 3,
+    /// The proc is stopping: the binding should leave its event loop.
+    StopProc = 4,
+    /// A mesh owned by actor `actor` failed: part 0 is a
+    /// `SupervisionEvent` flatbuffer. Answer OK if the actor handled it,
+    /// with an error to escalate (the actor then fails and is reported to
+    /// its own owner). Freed unanswered = not handled.
+    Supervise = 5,
+}
+
+/// Where the answer to an event goes.
+pub(super) struct ReplyTo {
+    pub(super) peer: String,
+    pub(super) port: u64,
+    pub(super) slot: u64,
+}
+
+/// One unit of work for the binding that hosts this proc's actors.
+pub struct Event {
+    /// What the binding is asked to do.
+    pub kind: EventKind,
+    /// Key of the actor the event is for.
+    pub actor: String,
+    /// The endpoint to run (Message).
+    pub method: String,
+    /// The actor type to construct (Spawn).
+    pub type_name: String,
+    /// Payload parts (arguments; Supervise: the event).
+    pub parts: Vec<Vec<u8>>,
+    /// Rank of this actor in the mesh the message was sent to (for Spawn:
+    /// its rank in the mesh it is spawned into).
+    pub message_rank: u64,
+    /// Encoded Shape of that mesh.
+    pub shape: Option<Arc<[u8]>>,
+    pub(super) reply: Option<ReplyTo>,
+    pub(super) answered: bool,
+    pub(super) rt: Weak<Inner>,
+}
+
+impl Event {
+    /// The proc is stopping: tells the binding to leave its event loop
+    /// (nothing to answer).
+    pub(super) fn stop_proc() -> Event {
+        Event {
+            kind: EventKind::StopProc,
+            actor: String::new(),
+            method: String::new(),
+            type_name: String::new(),
+            parts: Vec::new(),
+            message_rank: 0,
+            shape: None,
+            reply: None,
+            answered: true,
+            rt: Weak::new(),
+        }
+    }
+
+    /// Answer: `Ok(parts)` or `Err((message, parts))`. Answering a Spawn
+    /// marks the actor alive or failed; answering a StopActor removes it.
+    pub fn reply(&mut self, result: Answer<'_>) -> Result<()> {
+        let rt = self
+            .rt
+            .upgrade()
+            .ok_or_else(|| Error::new(ErrorKind::Stopped, "runtime was shut down"))?;
+        rt.answer(self, result)
+    }
+
+    /// The proc that sent this message, when it waits for an answer.
+    pub fn sender(&self) -> Option<&str> {
+        self.reply.as_ref().map(|r| r.peer.as_str())
+    }
+
+    /// Whether the sender waits for an answer.
+    pub fn wants_reply(&self) -> bool {
+        (self.reply.is_some() || self.kind == EventKind::Supervise) && !self.answered
+    }
+
+    /// Take over answering: the reply port the sender waits on, as a
+    /// reference that may be answered later, from any thread or proc
+    /// ([`Runtime::port_send`]). The event then counts as answered (None
+    /// when nobody waits).
+    pub fn take_reply_port(&mut self) -> Option<PortRef> {
+        if self.answered {
+            return None;
+        }
+        self.answered = true;
+        self.reply.as_ref().map(|r| PortRef {
+            addr: r.peer.clone(),
+            port: r.port,
+            slot: r.slot,
+        })
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // A binding that drops a message without answering must not leave
+        // the caller waiting forever.
+        if !self.answered
+            && matches!(
+                self.kind,
+                EventKind::Spawn | EventKind::Message | EventKind::StopActor | EventKind::Supervise
+            )
+        {
+            if let Some(rt) = self.rt.upgrade() {
+                let msg = if self.kind == EventKind::Supervise {
+                    format!("actor '{}' did not handle a supervision event", self.actor)
+                } else {
+                    format!(
+                        "actor '{}' dropped the message for '{}' without replying",
+                        self.actor, self.method
+                    )
+                };
+                let _ = rt.answer(self, Err((&msg, &[])));
+            }
+        }
+    }
+}
+
+/// The events waiting for the binding, in arrival order. `len` lets
+/// waiters check for work without taking the lock.
+#[derive(Default)]
+pub(super) struct EventQueue {
+    q: Mutex<VecDeque<Event>>,
+    len: AtomicUsize,
+}
+
+impl EventQueue {
+    #[inline]
+    pub(super) fn push(&self, ev: Event) {
+        let mut q = self.q.lock();
+        q.push_back(ev);
+        self.len.fetch_add(1, Ordering::AcqRel);
+    }
+
+    #[inline]
+    pub(super) fn pop(&self) -> Option<Event> {
+        let mut q = self.q.lock();
+        let ev = q.pop_front();
+        if ev.is_some() {
+            self.len.fetch_sub(1, Ordering::AcqRel);
+        }
+        ev
+    }
+
+    /// How many events wait (`order` as the caller's check needs).
+    #[inline]
+    pub(super) fn len(&self, order: Ordering) -> usize {
+        self.len.load(order)
+    }
+}
