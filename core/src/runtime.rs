@@ -343,7 +343,6 @@ impl Runtime {
         &self.inner.addr
     }
 
-
     /// Whether this runtime was started by a controller.
     pub fn is_worker(&self) -> bool {
         self.inner.controller.is_some()
