@@ -65,7 +65,7 @@ struct Row {
 
 fn measure(n: usize, fanout: usize, iters: usize) -> Row {
     let c = LocalCluster::new(n, 2, fanout);
-    c.spawn("echo", |_| Box::new(Echo));
+    c.spawn("echo", |_| Box::new(Echo)).unwrap();
     let shape = Shape::new(&[("ranks", n)]).unwrap();
     let mut issue = Vec::with_capacity(iters);
     let once = |i: u64, issue: &mut Vec<Duration>| {
@@ -109,7 +109,7 @@ fn measure(n: usize, fanout: usize, iters: usize) -> Row {
 /// Median latency of a cast whose u64 replies are summed inside the tree.
 fn measure_reduce(n: usize, iters: usize) -> Duration {
     let c = LocalCluster::new(n, 2, 16);
-    c.spawn("echo", |_| Box::new(Echo));
+    c.spawn("echo", |_| Box::new(Echo)).unwrap();
     let shape = Shape::new(&[("ranks", n)]).unwrap();
     let sum: Combine = Arc::new(|a: &[u8], b: &[u8]| {
         let x = u64::from_le_bytes(a[..8].try_into().unwrap());
@@ -139,7 +139,7 @@ fn measure_reduce(n: usize, iters: usize) -> Duration {
 /// `LocalCluster::cast` (issue) and `Collector::add_at_sender` (gather).
 fn profile(n: usize, iters: usize) {
     let c = LocalCluster::new(n, 2, 16);
-    c.spawn("echo", |_| Box::new(Echo));
+    c.spawn("echo", |_| Box::new(Echo)).unwrap();
     let shape = Shape::new(&[("ranks", n)]).unwrap();
     for i in 0..=iters {
         let f = c

@@ -68,6 +68,18 @@ impl Writer {
     }
 }
 
+/// Refuse a header the reading side would take for a hostile peer and
+/// drop the connection over.
+fn check_header_len(header: &[u8]) -> io::Result<()> {
+    if header.len() > MAX_HEADER_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            FrameError::HeaderTooLarge(header.len()),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) struct Conn {
     pub peer: String,
     fd: RawFd,
@@ -109,7 +121,10 @@ impl Conn {
     /// waiting for socket space as needed; or, as `defer` allows, buffer it.
     /// Returns whether it was buffered: the caller must then see to a
     /// [`Conn::flush`].
+    /// A header larger than any peer accepts fails this write alone
+    /// (`InvalidInput`), before anything is sent or buffered.
     pub fn write(&self, header: &[u8], parts: &[&[u8]], defer: Defer) -> io::Result<bool> {
+        check_header_len(header)?;
         let mut w = self.writer.lock();
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if defer == Defer::Yes
@@ -132,6 +147,7 @@ impl Conn {
     /// thread holds the writer or the buffer is full, the frame is dropped
     /// (returns None). Some(()) means buffered; the caller sees to a flush.
     pub fn try_buffer(&self, header: &[u8], parts: &[&[u8]]) -> Option<()> {
+        check_header_len(header).ok()?;
         let mut w = self.writer.try_lock()?;
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if w.pending.len() + size > DEFER_MAX_BYTES {
@@ -490,6 +506,31 @@ mod tests {
             }
         }
         assert!(matches!(r.drain(&mut |_| {}), Err(FrameError::Closed)));
+    }
+
+    #[test]
+    fn a_header_too_large_fails_that_write_and_keeps_the_connection() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let sender = Conn::new("peer".into(), a, Vec::new()).unwrap();
+        let receiver = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        let huge = vec![0u8; MAX_HEADER_LEN + 1];
+        for defer in [Defer::Never, Defer::Yes] {
+            let e = sender.write(&huge, &[], defer).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        }
+        assert!(sender.try_buffer(&huge, &[]).is_none());
+        let parts: [&[u8]; 1] = [b"after"];
+        sender
+            .write(&header(&parts, "ok"), &parts, Defer::Never)
+            .unwrap();
+        let mut got = Vec::new();
+        let mut r = receiver.reader.lock();
+        while got.is_empty() {
+            r.drain(&mut |f: Frame| got.push(f)).unwrap();
+            std::thread::yield_now();
+        }
+        assert_eq!(got[0].envelope.actor, "ok");
+        assert_eq!(got[0].parts[0], b"after");
     }
 
     #[test]

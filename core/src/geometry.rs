@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use crate::limits;
+
 /// An error in a geometric operation; the message names the dimension and
 /// the valid range so a user can fix the call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,6 +17,14 @@ pub struct GeometryError(pub String);
 
 fn err<T>(msg: impl Into<String>) -> Result<T, GeometryError> {
     Err(GeometryError(msg.into()))
+}
+
+/// Check a dimension name (see [`limits::check_name`]).
+fn check_label(label: &str) -> Result<(), GeometryError> {
+    if label.is_empty() {
+        return err("dimension names must not be empty");
+    }
+    limits::check_name("dimension name", label).map_err(|e| GeometryError(e.message))
 }
 
 /// Labels and sizes of a mesh, plus where its points sit among the base ranks.
@@ -40,9 +50,7 @@ impl Shape {
             return err(format!("{} labels but {} sizes", labels.len(), sizes.len()));
         }
         for (i, l) in labels.iter().enumerate() {
-            if l.is_empty() {
-                return err("dimension names must not be empty");
-            }
+            check_label(l)?;
             if labels[..i].contains(l) {
                 return err(format!("dimension '{l}' appears twice"));
             }
@@ -74,6 +82,9 @@ impl Shape {
     ) -> Result<Shape, GeometryError> {
         if labels.len() != sizes.len() || sizes.len() != strides.len() {
             return err("shape has mismatched labels, sizes and strides");
+        }
+        if sizes.iter().try_fold(1usize, |a, s| a.checked_mul(*s)).is_none() {
+            return err("shape has more points than can be counted");
         }
         let mut max = offset;
         for (s, st) in sizes.iter().zip(&strides) {
@@ -212,9 +223,7 @@ impl Shape {
     /// gpus: 4}`, which would need two strides. (Upstream Monarch requires
     /// the dense strides; this accepts a superset: one common stride.)
     pub fn flatten(&self, label: &str) -> Result<Shape, GeometryError> {
-        if label.is_empty() {
-            return err("dimension names must not be empty");
-        }
+        check_label(label)?;
         let n = self.len();
         // The stride of the flattened dimension: that of the innermost
         // dimension with more than one point (1 if there is none).
@@ -265,6 +274,7 @@ impl Shape {
             if to.is_empty() {
                 return err(format!("new name of dimension '{from}' must not be empty"));
             }
+            check_label(to)?;
             seen.push(d);
             s.labels[d] = to.to_string();
         }
@@ -299,9 +309,7 @@ impl Shape {
         let mut known = 1usize;
         let mut unknown: Option<usize> = None;
         for (i, (name, sz)) in parts.iter().enumerate() {
-            if name.is_empty() {
-                return err("dimension names must not be empty");
-            }
+            check_label(name)?;
             if parts[..i].iter().any(|(n, _)| n == name)
                 || self
                     .labels
@@ -700,5 +708,31 @@ mod tests {
         );
         let s = Shape::from_parts(vec!["a".into()], 2, vec![3], vec![2]).unwrap();
         assert_eq!(s.max_base_rank(), Some(6));
+    }
+
+    #[test]
+    fn dimension_names_are_checked_everywhere_they_enter() {
+        let long = "d".repeat(crate::limits::MAX_NAME_LEN + 1);
+        for bad in [long.as_str(), "a\0b", "tab\t"] {
+            let e = Shape::new(&[(bad, 2)]).unwrap_err().0;
+            assert!(e.contains("dimension name"), "{e}");
+            assert!(hg().flatten(bad).is_err());
+            assert!(hg().rename(&[("hosts", bad)]).is_err());
+            assert!(hg().split("gpus", &[(bad, None)]).is_err());
+        }
+        assert!(Shape::new(&[(&"d".repeat(crate::limits::MAX_NAME_LEN), 2)]).is_ok());
+    }
+
+    #[test]
+    fn from_parts_rejects_an_uncountable_number_of_points() {
+        let e = Shape::from_parts(
+            vec!["a".into(), "b".into()],
+            0,
+            vec![1 << 40, 1 << 40],
+            vec![0, 0],
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("more points"), "{e}");
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
+use crate::limits;
 use crate::mesh::{MeshView, ProcMesh};
 use crate::runtime::{Future, Runtime};
 use crate::value::PointValue;
@@ -119,6 +120,7 @@ impl HostMesh {
                 "cannot spawn an empty proc mesh {shape}"
             )));
         }
+        limits::check_mesh_size(shape.len(), limits::max_mesh_size()).map_err(Error::invalid)?;
         let hosts = self.hosts();
         let n = k.to_string();
         // 1. Every agent binds k listening sockets: we learn the addresses

@@ -40,6 +40,7 @@ pub mod frame;
 pub mod future;
 pub mod geometry;
 mod host;
+pub mod limits;
 pub mod local;
 pub mod logs;
 mod mesh;

@@ -33,6 +33,7 @@ use std::thread::JoinHandle;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::geometry::Shape;
+use crate::limits::check_name;
 use crate::multicast::{subtree_slots, view_hops, ViewIndex};
 use crate::runtime::Future;
 use crate::value::{PointValue, ValueMesh};
@@ -183,11 +184,14 @@ impl LocalCluster {
         self.shared.procs.is_empty()
     }
 
-    /// Construct actor `name` on every proc: `make(base_rank)`.
-    pub fn spawn(&self, name: &str, make: impl Fn(usize) -> Box<dyn LocalActor>) {
+    /// Construct actor `name` on every proc: `make(base_rank)`. The name
+    /// must pass [`check_name`].
+    pub fn spawn(&self, name: &str, make: impl Fn(usize) -> Box<dyn LocalActor>) -> Result<()> {
+        check_name("actor name", name)?;
         for (r, p) in self.shared.procs.iter().enumerate() {
             p.actors.lock().insert(name.to_string(), make(r));
         }
+        Ok(())
     }
 
     /// Counters of what the cluster has done so far.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
+use crate::limits::{check_local_procs, check_name};
 use crate::multicast::{self, LazyRelays, Node, ViewIndex, FORWARD_ONLY};
 use crate::port::PortRef;
 use crate::runtime::cast::set_cast_fields;
@@ -44,7 +45,8 @@ impl ProcMesh {
     /// Start one OS process per point of `shape`, each running `argv` with
     /// `env` and the bootstrap environment added (the rest is inherited).
     /// Returns at once; the procs become usable when they report Ready
-    /// (sends to them wait for that).
+    /// (sends to them wait for that). More procs than the mesh size limit or
+    /// the user's process limit allow is an invalid argument.
     pub fn spawn(
         rt: &Runtime,
         shape: Shape,
@@ -56,6 +58,7 @@ impl ProcMesh {
                 "cannot spawn an empty proc mesh {shape}"
             )));
         }
+        check_local_procs(shape.len())?;
         let procs = Arc::new(rt.spawn_procs(shape.len(), argv, env)?);
         rt.register_proc_mesh(procs.clone());
         Ok(ProcMesh {
@@ -96,16 +99,16 @@ impl ProcMesh {
     /// Spawn actor `name` of `type_name` on every proc of the view, passing
     /// `args` to each constructor. Returns the mesh at once and a future
     /// that completes when every constructor has run (its ValueMesh holds
-    /// the constructors' errors, if any).
+    /// the constructors' errors, if any). Both names must pass
+    /// [`check_name`].
     pub fn spawn_actors(
         &self,
         name: &str,
         type_name: &str,
         args: &[&[u8]],
     ) -> Result<(ActorMesh, Future)> {
-        if name.is_empty() {
-            return Err(Error::invalid("actor mesh name must not be empty"));
-        }
+        check_name("actor mesh name", name)?;
+        check_name("actor type name", type_name)?;
         let key = format!("{name}.{}", self.rt.next_id());
         let mesh = ActorMesh::new(
             self.rt.clone(),
@@ -259,6 +262,7 @@ impl ActorMesh {
     /// Call endpoint `method` with `parts`. Returns the future of the
     /// gathered replies, or None for `Broadcast`.
     pub fn call(&self, method: &str, parts: &[&[u8]], mode: CallMode) -> Result<Option<Future>> {
+        check_name("method name", method)?;
         let mut env = Envelope::new(Kind::Message);
         env.actor = self.r.key.clone();
         env.method = method.to_string();
@@ -290,6 +294,7 @@ impl ActorMesh {
         port: &PortRef,
         choose: bool,
     ) -> Result<()> {
+        check_name("method name", method)?;
         let mut env = Envelope::new(Kind::Message);
         env.actor = self.r.key.clone();
         env.method = method.to_string();
@@ -302,6 +307,7 @@ impl ActorMesh {
     /// returned receiver one by one, in the order they come back. A point
     /// whose proc is lost yields an error value.
     pub fn stream(&self, method: &str, parts: &[&[u8]]) -> Result<PortReceiver> {
+        check_name("method name", method)?;
         let peers: Vec<String> = self
             .r
             .shape

@@ -42,7 +42,8 @@ fn cluster(n: usize, k: usize) -> (LocalCluster, Log) {
             base,
             log: l.clone(),
         })
-    });
+    })
+    .unwrap();
     (c, log)
 }
 
@@ -295,7 +296,8 @@ fn a_proc_lost_mid_cast_fails_exactly_its_subtree_and_leaks_nothing() {
             gate: g.clone(),
             at: victim,
         })
-    });
+    })
+    .unwrap();
     let all = Shape::new(&[("x", n)]).unwrap();
     // Cast A: 9 forwards to 40..44 (its collector waits), then blocks.
     let a = c.cast("g", "w", vec![], &all, true).unwrap().unwrap();
@@ -374,4 +376,21 @@ fn a_proc_lost_mid_cast_fails_exactly_its_subtree_and_leaks_nothing() {
     assert!(f.take().unwrap().unwrap().values[0].is_err());
     c.cast("g", "w", vec![], &all, false).unwrap();
     settle(&c);
+}
+
+#[test]
+fn spawn_refuses_bad_names() {
+    let c = LocalCluster::new(2, 1, 2);
+    for bad in [String::new(), "n".repeat(crate::limits::MAX_NAME_LEN + 1), "a\0".into()] {
+        let log: Log = Arc::new(Mutex::new(vec![Vec::new(); 2]));
+        let e = c
+            .spawn(&bad, |base| {
+                Box::new(Recorder {
+                    base,
+                    log: log.clone(),
+                })
+            })
+            .unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::InvalidArgument);
+    }
 }

@@ -1,0 +1,158 @@
+//! What a caller may ask for: the longest name, the largest mesh. Checked
+//! where a request enters the library, so a bad argument fails that one
+//! call with `InvalidArgument` and never reaches a peer.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+
+/// Longest actor mesh, actor type, method or dimension name, in bytes.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// Longest error message sent with a failed answer, in bytes; a longer one
+/// is cut (see [`bounded_message`]) so the answer still fits in a frame.
+pub const MAX_ERROR_MESSAGE_LEN: usize = 64 * 1024;
+
+/// Environment variable setting the most points one mesh may have.
+pub const MAX_MESH_SIZE_VAR: &str = "MONARCH_MAX_MESH_SIZE";
+
+/// The most points one mesh may have when `MONARCH_MAX_MESH_SIZE` is unset.
+pub const DEFAULT_MAX_MESH_SIZE: usize = 1 << 20;
+
+/// Check a name: not empty, at most [`MAX_NAME_LEN`] bytes, no NUL or
+/// other control character. `what` says which name it is in the error.
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid(format!("{what} must not be empty")));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(format!(
+            "{what} is {} bytes long; the limit is {MAX_NAME_LEN}",
+            name.len()
+        )));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(format!(
+            "{what} {:?} contains the control character {c:?}",
+            shorten(name)
+        )));
+    }
+    Ok(())
+}
+
+/// `message` cut to at most [`MAX_ERROR_MESSAGE_LEN`] bytes (at a character
+/// boundary), saying how much was cut.
+pub fn bounded_message(message: &str) -> Cow<'_, str> {
+    if message.len() <= MAX_ERROR_MESSAGE_LEN {
+        return Cow::Borrowed(message);
+    }
+    let mut end = MAX_ERROR_MESSAGE_LEN - 64;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!(
+        "{} ... ({} more bytes cut)",
+        &message[..end],
+        message.len() - end
+    ))
+}
+
+/// The most points one mesh may have: `MONARCH_MAX_MESH_SIZE` if set to a
+/// positive integer, else [`DEFAULT_MAX_MESH_SIZE`]. Read once.
+pub fn max_mesh_size() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var(MAX_MESH_SIZE_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(DEFAULT_MAX_MESH_SIZE)
+    })
+}
+
+/// Check a mesh of `points` points against `max`; the error names the
+/// setting that raises the limit.
+pub fn check_mesh_size(points: usize, max: usize) -> std::result::Result<(), String> {
+    if points > max {
+        return Err(format!(
+            "a mesh of {points} points exceeds the limit of {max} \
+             (set {MAX_MESH_SIZE_VAR} to raise it)"
+        ));
+    }
+    Ok(())
+}
+
+/// Check that `n` procs may be started on this machine: at most
+/// [`max_mesh_size`], and no more than the process limit of the user
+/// (`RLIMIT_NPROC`), so an impossible request fails before the first fork.
+pub fn check_local_procs(n: usize) -> Result<()> {
+    check_mesh_size(n, max_mesh_size()).map_err(Error::invalid)?;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit to the pointer given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut lim) } == 0;
+    if ok && lim.rlim_cur != libc::RLIM_INFINITY && n as u64 > lim.rlim_cur as u64 {
+        return Err(Error::invalid(format!(
+            "cannot start {n} procs: the process limit of this user (RLIMIT_NPROC) is {}",
+            lim.rlim_cur
+        )));
+    }
+    Ok(())
+}
+
+/// The first characters of a long name, for an error message.
+fn shorten(name: &str) -> String {
+    const SHOWN: usize = 64;
+    match name.char_indices().nth(SHOWN) {
+        Some((i, _)) => format!("{}...", &name[..i]),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn names_are_checked_for_length_characters_and_emptiness() {
+        check_name("name", "trainer_0.é").unwrap();
+        check_name("name", &"a".repeat(MAX_NAME_LEN)).unwrap();
+        for bad in [
+            String::new(),
+            "a".repeat(MAX_NAME_LEN + 1),
+            "a".repeat(1 << 21),
+            "a\0b".into(),
+            "line\nbreak".into(),
+            "\u{7f}".into(),
+        ] {
+            let e = check_name("actor name", &bad).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument);
+            assert!(e.message.starts_with("actor name"), "{}", e.message);
+            assert!(e.message.len() < 200, "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn long_error_messages_are_cut_at_a_character_boundary() {
+        assert_eq!(bounded_message("short"), "short");
+        let long = "é".repeat(MAX_ERROR_MESSAGE_LEN);
+        let cut = bounded_message(&long);
+        assert!(cut.len() <= MAX_ERROR_MESSAGE_LEN, "{}", cut.len());
+        assert!(cut.ends_with("more bytes cut)"));
+    }
+
+    #[test]
+    fn mesh_sizes_above_the_limit_are_refused() {
+        check_mesh_size(8, 8).unwrap();
+        let e = check_mesh_size(9, 8).unwrap_err();
+        assert!(e.contains(MAX_MESH_SIZE_VAR), "{e}");
+        assert!(max_mesh_size() >= 1);
+        let e = check_local_procs(1 << 40).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert!(e.message.contains(MAX_MESH_SIZE_VAR), "{}", e.message);
+    }
+}
