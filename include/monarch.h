@@ -154,7 +154,8 @@ monarch_status monarch_runtime_fd(const struct monarch_runtime *rt, int *out_fd)
 // Make the runtime's file descriptor not readable until the next completion.
 monarch_status monarch_runtime_clear_fd(const struct monarch_runtime *rt);
 
-// Wait up to `timeout_ms` (-1: forever, 0: just check) for the next
+// Wait up to `timeout_ms` (-1: forever, 0: just check; any other negative value is
+// refused with `MONARCH_ERR_INVALID_ARGUMENT`) for the next
 // supervision event addressed to this process's top level (failures of
 // meshes spawned outside any actor's event, e.g. by a controller's main
 // program) and write it to `*out`/`*out_len` as a
@@ -279,7 +280,8 @@ monarch_status monarch_value_mesh_free(struct monarch_value_mesh *vm);
 // any thread; its result is taken once.
 typedef struct monarch_future monarch_future;
 
-// Wait up to `timeout_ms` (-1: forever, 0: just check) for the future to
+// Wait up to `timeout_ms` (-1: forever, 0: just check; any other negative value is
+// refused with `MONARCH_ERR_INVALID_ARGUMENT`) for the future to
 // complete. MONARCH_OK means it is complete (take its result with
 // `monarch_future_take`); MONARCH_ERR_TIMEOUT means not yet.
 monarch_status monarch_future_wait(const struct monarch_future *fut, int64_t timeout_ms);
@@ -659,7 +661,8 @@ typedef struct monarch_event_header {
   size_t part0_len;
 } monarch_event_header;
 
-// Wait up to `timeout_ms` (-1: forever, 0: just check) for the next event
+// Wait up to `timeout_ms` (-1: forever, 0: just check; any other negative value is
+// refused with `MONARCH_ERR_INVALID_ARGUMENT`) for the next event
 // for the actors hosted in this process and write it to `*out`.
 // Returns `MONARCH_ERR_TIMEOUT` if none arrived, `MONARCH_ERR_STOPPED`
 // once the runtime was shut down. Answer the event if
@@ -717,6 +720,7 @@ monarch_status monarch_event_reply(const struct monarch_event *ev,
 
 // Answer the event with an error: `message` (UTF-8) for any reader, plus
 // optional parts (e.g. a serialized exception for a same-language caller).
+// A message over 64 KiB is cut to that length.
 // For a spawn this means construction failed; later messages to that actor
 // are answered with an error by the runtime.
 monarch_status monarch_event_reply_error(const struct monarch_event *ev,
@@ -844,7 +848,8 @@ typedef struct monarch_rdma_buffer monarch_rdma_buffer;
 // or `MONARCH_RDMA_READ_ONLY`. `readers` is how many remote drops release
 // the registration (0 or 1: the usual single reference; N: a payload
 // handed to N receivers, each dropping its handle once it has read).
-// `ptr` must be non-NULL and `len` non-zero.
+// `ptr` must be non-NULL, `len` non-zero, and `ptr + len` must not run
+// past the end of the address space (`MONARCH_ERR_INVALID_ARGUMENT`).
 monarch_status monarch_rdma_register(const struct monarch_runtime *rt,
                                      uint8_t *ptr,
                                      size_t len,

@@ -7,9 +7,11 @@
 //! it stays valid until the function returns, and the library copies what
 //! it keeps.
 
+use std::borrow::Cow;
 use std::ffi::{c_char, CStr};
 use std::time::Duration;
 
+use monarch_core::limits::bounded_message;
 use monarch_core::{Error, Shape};
 
 use crate::status::Fail;
@@ -23,6 +25,12 @@ pub(crate) fn arg_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail>
     unsafe { CStr::from_ptr(p) }
         .to_str()
         .map_err(|_| Fail::invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// Borrow an error message to send, cut to the length an answer may carry
+/// (see [`bounded_message`]).
+pub(crate) fn arg_error_message<'a>(p: *const c_char, what: &str) -> Result<Cow<'a, str>, Fail> {
+    Ok(bounded_message(arg_str(p, what)?))
 }
 
 /// Borrow an array of `n` items (NULL allowed when `n` is 0). Byte ranges
@@ -96,10 +104,19 @@ pub(crate) fn dims(
     Ok(Shape::dense(labels, sizes.to_vec()).map_err(Error::from)?)
 }
 
-/// A wait's bound in milliseconds: negative waits forever (None), 0 only
-/// checks.
-pub(crate) fn timeout(ms: i64) -> Option<Duration> {
-    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+/// The one timeout value meaning "wait forever".
+pub(crate) const WAIT_FOREVER: i64 = -1;
+
+/// A wait's bound in milliseconds: [`WAIT_FOREVER`] waits forever (None),
+/// 0 only checks; any other negative value is refused.
+pub(crate) fn timeout(ms: i64) -> Result<Option<Duration>, Fail> {
+    match ms {
+        WAIT_FOREVER => Ok(None),
+        ms if ms < 0 => Err(Fail::invalid(format!(
+            "timeout_ms is {ms}: give -1 to wait forever or a bound >= 0"
+        ))),
+        ms => Ok(Some(Duration::from_millis(ms as u64))),
+    }
 }
 
 /// Check an out-pointer is non-null.

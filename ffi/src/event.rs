@@ -7,7 +7,7 @@ use monarch_core::runtime::Answer;
 use monarch_core::Event;
 use parking_lot::Mutex;
 
-use crate::args::{arg_slice, arg_str, out_ptr, timeout};
+use crate::args::{arg_error_message, arg_slice, out_ptr, timeout};
 use crate::bytes::{monarch_bytes, owned_buffer, parts};
 use crate::handles::{self, get, insert_arc, Handle};
 use crate::runtime::monarch_runtime;
@@ -77,7 +77,8 @@ fn name_ptr(s: &Option<CString>) -> *const c_char {
     s.as_deref().unwrap_or(c"").as_ptr()
 }
 
-/// Wait up to `timeout_ms` (-1: forever, 0: just check) for the next event
+/// Wait up to `timeout_ms` (-1: forever, 0: just check; any other negative value is
+/// refused with `MONARCH_ERR_INVALID_ARGUMENT`) for the next event
 /// for the actors hosted in this process and write it to `*out`.
 /// Returns `MONARCH_ERR_TIMEOUT` if none arrived, `MONARCH_ERR_STOPPED`
 /// once the runtime was shut down. Answer the event if
@@ -91,7 +92,7 @@ pub unsafe extern "C" fn monarch_runtime_next_event(
     guard(|| {
         let r = get(rt)?;
         let out = out_ptr(out, "out")?;
-        let ev = r.next_event(timeout(timeout_ms))?;
+        let ev = r.next_event(timeout(timeout_ms)?)?;
         *out = insert_arc::<monarch_event>(HeldEvent::new(ev).into());
         Ok(())
     })
@@ -139,7 +140,7 @@ pub unsafe extern "C" fn monarch_runtime_next_event_header(
         let r = get(rt)?;
         let out = out_ptr(out, "out")?;
         let header = out_ptr(out_header, "out_header")?;
-        let held = std::sync::Arc::new(HeldEvent::new(r.next_event(timeout(timeout_ms))?));
+        let held = std::sync::Arc::new(HeldEvent::new(r.next_event(timeout(timeout_ms)?)?));
         {
             let g = held.event.lock();
             let (part0, part0_len) = match g.parts.first() {
@@ -287,6 +288,7 @@ pub unsafe extern "C" fn monarch_event_reply(
 
 /// Answer the event with an error: `message` (UTF-8) for any reader, plus
 /// optional parts (e.g. a serialized exception for a same-language caller).
+/// A message over 64 KiB is cut to that length.
 /// For a spawn this means construction failed; later messages to that actor
 /// are answered with an error by the runtime.
 #[no_mangle]
@@ -297,9 +299,9 @@ pub unsafe extern "C" fn monarch_event_reply_error(
     nparts: usize,
 ) -> monarch_status {
     guard(|| {
-        let message = arg_str(message, "message")?;
+        let message = arg_error_message(message, "message")?;
         let p = parts(parts_in, nparts)?;
-        answer(&*get(ev)?, Err((message, &p)))
+        answer(&*get(ev)?, Err((&message, &p)))
     })
 }
 

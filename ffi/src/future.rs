@@ -23,7 +23,8 @@ impl Handle for monarch_future {
     const KIND: &'static str = "future";
 }
 
-/// Wait up to `timeout_ms` (-1: forever, 0: just check) for the future to
+/// Wait up to `timeout_ms` (-1: forever, 0: just check; any other negative value is
+/// refused with `MONARCH_ERR_INVALID_ARGUMENT`) for the future to
 /// complete. MONARCH_OK means it is complete (take its result with
 /// `monarch_future_take`); MONARCH_ERR_TIMEOUT means not yet.
 #[no_mangle]
@@ -33,7 +34,7 @@ pub unsafe extern "C" fn monarch_future_wait(
 ) -> monarch_status {
     guard(|| {
         let f = get(fut)?;
-        if f.wait(timeout(timeout_ms)) {
+        if f.wait(timeout(timeout_ms)?) {
             Ok(())
         } else {
             Err(Fail::new(

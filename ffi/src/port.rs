@@ -5,7 +5,7 @@ use std::ffi::c_char;
 
 use monarch_core::{PortReceiver, PortRef};
 
-use crate::args::{arg_slice, arg_str, out_ptr};
+use crate::args::{arg_error_message, arg_slice, out_ptr};
 use crate::bytes::{monarch_bytes, owned_buffer, parts};
 use crate::future::monarch_future;
 use crate::handles::{self, get, insert, Handle};
@@ -127,8 +127,8 @@ pub unsafe extern "C" fn monarch_port_send_error(
     guard(|| {
         let r = get(rt)?;
         let to = port_ref(port_ref_ptr, port_ref_len)?;
-        let message = arg_str(message, "message")?;
+        let message = arg_error_message(message, "message")?;
         let p = parts(parts_in, nparts)?;
-        Ok(r.port_send(&to, Err((message, &p)))?)
+        Ok(r.port_send(&to, Err((&message, &p)))?)
     })
 }

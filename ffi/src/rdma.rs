@@ -50,7 +50,8 @@ fn backend_cstr(b: Backend) -> *const c_char {
 /// or `MONARCH_RDMA_READ_ONLY`. `readers` is how many remote drops release
 /// the registration (0 or 1: the usual single reference; N: a payload
 /// handed to N receivers, each dropping its handle once it has read).
-/// `ptr` must be non-NULL and `len` non-zero.
+/// `ptr` must be non-NULL, `len` non-zero, and `ptr + len` must not run
+/// past the end of the address space (`MONARCH_ERR_INVALID_ARGUMENT`).
 #[no_mangle]
 pub unsafe extern "C" fn monarch_rdma_register(
     rt: *const monarch_runtime,

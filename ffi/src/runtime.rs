@@ -121,7 +121,8 @@ pub unsafe extern "C" fn monarch_runtime_clear_fd(rt: *const monarch_runtime) ->
     })
 }
 
-/// Wait up to `timeout_ms` (-1: forever, 0: just check) for the next
+/// Wait up to `timeout_ms` (-1: forever, 0: just check; any other negative value is
+/// refused with `MONARCH_ERR_INVALID_ARGUMENT`) for the next
 /// supervision event addressed to this process's top level (failures of
 /// meshes spawned outside any actor's event, e.g. by a controller's main
 /// program) and write it to `*out`/`*out_len` as a
@@ -141,7 +142,7 @@ pub unsafe extern "C" fn monarch_supervision_next(
         let r = get(rt)?;
         out_ptr(out, "out")?;
         out_ptr(out_len, "out_len")?;
-        let ev = r.next_supervision_event(timeout(timeout_ms))?;
+        let ev = r.next_supervision_event(timeout(timeout_ms)?)?;
         owned_buffer(ev.encode(), out, out_len)
     })
 }

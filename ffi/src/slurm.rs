@@ -3,10 +3,11 @@
 //! docs/slurm.md).
 
 use std::ffi::c_char;
+use std::time::Duration;
 
 use monarch_core::allocator::slurm::{SlurmJob, SlurmOptions};
 
-use crate::args::{out_ptr, string_array, timeout};
+use crate::args::{out_ptr, string_array};
 use crate::bytes::owned_buffer;
 use crate::handles::{self, get, insert, Handle};
 use crate::host_mesh::monarch_host_mesh;
@@ -67,8 +68,9 @@ pub unsafe extern "C" fn monarch_slurm_job_start(
         }
         let mut opts = SlurmOptions::new(nodes, argv);
         opts.srun_args = string_array(srun_args, nsrun_args, "srun_args")?;
-        if let Some(t) = timeout(timeout_ms) {
-            opts.timeout = t;
+        // Any negative value means the default here (documented above).
+        if timeout_ms >= 0 {
+            opts.timeout = Duration::from_millis(timeout_ms as u64);
         }
         let job = SlurmJob::start(&r, &opts)?;
         *out = insert::<monarch_slurm_job>(job);

@@ -68,8 +68,9 @@ impl Drop for Lease {
 }
 
 /// Register `len` bytes at `ptr`; returns (id, key). `refs` is how many
-/// remote drops release it (1 for an ordinary buffer). Fails only when the
-/// system cannot give the key's random bytes.
+/// remote drops release it (1 for an ordinary buffer). Fails when the range
+/// wraps the address space or is longer than any object can be, and when
+/// the system cannot give the key's random bytes.
 pub(crate) fn register(ptr: usize, len: usize, writable: bool, refs: usize) -> Result<(u64, u64)> {
     register_keyed(random::OS, ptr, len, writable, refs)
 }
@@ -82,6 +83,11 @@ fn register_keyed(
     writable: bool,
     refs: usize,
 ) -> Result<(u64, u64)> {
+    if ptr.checked_add(len).is_none() || len > isize::MAX as usize {
+        return Err(Error::invalid(format!(
+            "an RDMA buffer of {len} bytes at {ptr:#x} runs past the end of the address space"
+        )));
+    }
     let key = u64::from_ne_bytes(random::bytes(source, "an RDMA buffer key")?) | 1;
     let t = table();
     let id = t.next.fetch_add(1, Ordering::Relaxed);
@@ -205,6 +211,14 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Io);
         assert!(e.message.contains("RDMA buffer key"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_range_past_the_end_of_the_address_space_is_refused() {
+        for (ptr, len) in [(usize::MAX - 15, 64), (1, usize::MAX), (64, isize::MAX as usize + 1)] {
+            let e = register(ptr, len, true, 1).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{ptr:#x}+{len}");
+        }
     }
 
     #[test]

@@ -9,4 +9,4 @@ ffi = _cffi_backend.FFI('monarch._monarch_cffi',
     _typenames = (b'\x00\x00\x01\xCBmonarch_actor_mesh',b'\x00\x00\x01\xCCmonarch_bytes',b'\x00\x00\x01\xCDmonarch_event',b'\x00\x00\x01\xCEmonarch_event_header',b'\x00\x00\x01\xCFmonarch_future',b'\x00\x00\x01\xD0monarch_host_mesh',b'\x00\x00\x01\xD1monarch_point_info',b'\x00\x00\x01\xD2monarch_port_receiver',b'\x00\x00\x01\xD3monarch_proc_mesh',b'\x00\x00\x01\xD4monarch_rdma_buffer',b'\x00\x00\x01\xD5monarch_runtime',b'\x00\x00\x01\xD6monarch_slurm_job',b'\x00\x00\x00\x01monarch_status',b'\x00\x00\x01\xD7monarch_value_mesh'),
 )
 
-HEADER_DIGEST = '51768-a211d092'
+HEADER_DIGEST = '52141-7b2bd48a'
