@@ -24,6 +24,28 @@ _future_take = lib.monarch_future_take
 _vm_free = lib.monarch_value_mesh_free
 
 
+# The C wait bound meaning "forever", and the largest finite one.
+_WAIT_FOREVER_MS = -1
+_MAX_WAIT_MS = (1 << 63) - 1
+
+
+def timeout_ms(timeout: float | None) -> int:
+    """The C wait bound for ``timeout`` seconds: forever for None, ``inf``
+    or a wait longer than the C bound can hold; ValueError for NaN or a
+    negative value."""
+    if timeout is None:
+        return _WAIT_FOREVER_MS
+    seconds = float(timeout)
+    if seconds != seconds:
+        raise ValueError("timeout must be a number of seconds, not nan")
+    if seconds < 0:
+        raise ValueError(f"timeout must be >= 0 seconds (or None to wait forever), not {timeout!r}")
+    ms = seconds * 1000
+    if ms >= _MAX_WAIT_MS:
+        return _WAIT_FOREVER_MS
+    return int(ms)
+
+
 def convert_none(vm: Any, ctx: Any) -> None:
     """The ``convert`` of an operation without a result."""
     _vm_free(vm)
@@ -59,7 +81,7 @@ class Future(Generic[T]):
         if state == 2:
             raise self._value
         fut = self._fut
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        ms = timeout_ms(timeout)
         st = _future_wait(fut, ms)
         if st:
             if st == ERR_TIMEOUT:

@@ -34,6 +34,12 @@ _this_proc_lock = threading.Lock()
 _this_proc_meshes: list = []
 
 
+def _check_no_nul(what: str, name: str) -> None:
+    """C strings end at NUL: a name holding one would be cut short, not refused."""
+    if "\0" in name:
+        raise ValueError(f"{what} {name[:64]!r} contains the control character '\\0'")
+
+
 def _keep_for_exit(mesh) -> None:
     with _this_proc_lock:
         _this_proc_meshes[:] = [m for m in _this_proc_meshes if not m._states[0].stopped]
@@ -112,6 +118,7 @@ class ProcMesh(MeshTrait):
             raise TypeError(f"spawn() needs a subclass of monarch.actor.Actor, not {cls!r}")
         if not isinstance(name, str) or not name:
             raise ValueError("spawn() needs a non-empty mesh name")
+        _check_no_nul("actor mesh name", name)
         check_endpoint_kinds(cls)
         self._check_live()
         try:
@@ -171,6 +178,8 @@ class ProcMesh(MeshTrait):
             raise ValueError("spawn_native() needs a non-empty mesh name")
         if not isinstance(type_name, str) or not type_name:
             raise ValueError("spawn_native() needs a non-empty actor type name")
+        _check_no_nul("actor mesh name", name)
+        _check_no_nul("actor type name", type_name)
         self._check_live()
         arr, n, keep = raw_parts(args, f"spawn_native({type_name!r})")
         if self._is_this_proc:
