@@ -83,7 +83,11 @@ impl Shape {
         if labels.len() != sizes.len() || sizes.len() != strides.len() {
             return err("shape has mismatched labels, sizes and strides");
         }
-        if sizes.iter().try_fold(1usize, |a, s| a.checked_mul(*s)).is_none() {
+        if sizes
+            .iter()
+            .try_fold(1usize, |a, s| a.checked_mul(*s))
+            .is_none()
+        {
             return err("shape has more points than can be counted");
         }
         let mut max = offset;

@@ -94,7 +94,7 @@ pub fn check_local_procs(n: usize) -> Result<()> {
     };
     // SAFETY: getrlimit writes one rlimit to the pointer given.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut lim) } == 0;
-    if ok && lim.rlim_cur != libc::RLIM_INFINITY && n as u64 > lim.rlim_cur as u64 {
+    if ok && lim.rlim_cur != libc::RLIM_INFINITY && n as u64 > lim.rlim_cur {
         return Err(Error::invalid(format!(
             "cannot start {n} procs: the process limit of this user (RLIMIT_NPROC) is {}",
             lim.rlim_cur

@@ -215,7 +215,11 @@ mod tests {
 
     #[test]
     fn a_range_past_the_end_of_the_address_space_is_refused() {
-        for (ptr, len) in [(usize::MAX - 15, 64), (1, usize::MAX), (64, isize::MAX as usize + 1)] {
+        for (ptr, len) in [
+            (usize::MAX - 15, 64),
+            (1, usize::MAX),
+            (64, isize::MAX as usize + 1),
+        ] {
             let e = register(ptr, len, true, 1).unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidArgument, "{ptr:#x}+{len}");
         }

@@ -381,7 +381,11 @@ fn a_proc_lost_mid_cast_fails_exactly_its_subtree_and_leaks_nothing() {
 #[test]
 fn spawn_refuses_bad_names() {
     let c = LocalCluster::new(2, 1, 2);
-    for bad in [String::new(), "n".repeat(crate::limits::MAX_NAME_LEN + 1), "a\0".into()] {
+    for bad in [
+        String::new(),
+        "n".repeat(crate::limits::MAX_NAME_LEN + 1),
+        "a\0".into(),
+    ] {
         let log: Log = Arc::new(Mutex::new(vec![Vec::new(); 2]));
         let e = c
             .spawn(&bad, |base| {
