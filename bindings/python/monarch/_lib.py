@@ -93,7 +93,7 @@ def _compiled_for(so: str, hdr: str):
     if os.path.dirname(os.path.abspath(so)) != _PKG_DIR or os.environ.get("MONARCH_CFFI_ABI"):
         return None
     try:
-        from . import _monarch_api  # compiled at install; absent without a C compiler
+        from . import _monarch_api  # compiled by the package build; absent in the source tree
     except ImportError:
         return None
     with open(hdr, encoding="utf-8") as f:
