@@ -64,7 +64,7 @@ impl Relay {
 pub(super) enum RelayFill {
     /// The port is not a relay of ours: the value, given back.
     NotRelay(PointValue),
-    /// Taken (or the slot was already filled); the relay waits for more.
+    /// Taken (or dropped: the slot was filled already); nothing goes up yet.
     Taken,
     /// The last slot: the relay is closed, its values go up to `port` at
     /// `upstream`.

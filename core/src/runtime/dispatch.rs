@@ -397,6 +397,10 @@ impl Inner {
                         slots.push(m.slot);
                     }
                 }
+                if slots.is_empty() {
+                    // Nothing will answer to it: it would never complete.
+                    return None;
+                }
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 let upstream = if env.reply_to.is_empty() {
                     env.sender.clone()

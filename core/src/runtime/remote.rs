@@ -1,11 +1,9 @@
 //! The controller's side of procs started by host agents on other hosts
-//! (the requests and reports are in `agent_protocol`): exits and logs the
-//! agents report, and what happens when a host is lost. See docs/hosts.md.
-//!
-//! `RemoteProcs` holds the procs started by host agents and reads the
-//! agents' reports. A remote proc's exit, its host's loss and a lost
-//! heartbeat feed the same supervision path as a local child's death
-//! (`failures`).
+//! (the requests and reports are in `agent_protocol`; see docs/hosts.md):
+//! `RemoteProcs` holds those procs and reads the exits and logs their
+//! agents report; `Runtime` calls agents, expects their procs and stops
+//! them. A remote proc's exit, its host's loss and a lost heartbeat feed
+//! the same supervision path as a local child's death (`failures`).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -23,12 +21,15 @@ use crate::wire::{Envelope, Kind};
 pub use crate::agent_protocol::{AGENT_ACTOR, CONTROL_ACTOR};
 use crate::agent_protocol::{EXIT, EXIT_SIGNAL, KILL, LOG, LOG_STDERR};
 
+/// A proc started by a host agent.
 pub(crate) struct RemoteProc {
+    /// The agent's address.
     pub agent: String,
     /// How the proc ended (or that its host was lost).
     pub exit: Completion<String>,
 }
 
+/// The procs started by host agents, by address.
 #[derive(Default)]
 pub(crate) struct RemoteProcs {
     procs: Mutex<HashMap<String, Arc<RemoteProc>>>,
