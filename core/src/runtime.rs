@@ -99,7 +99,7 @@ pub(crate) struct Inner {
     lifecycle: Lifecycle,
     /// Ourselves (for paths that only have `&self`).
     me: Weak<Inner>,
-    /// Port and event ids.
+    /// Unique ids (ports, relays, child sockets, actor keys).
     next_id: AtomicU64,
 
     // The parts that own the runtime's state.
