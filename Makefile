@@ -88,6 +88,9 @@ schema: venv
 # With PREFIX=DIR, also the C/C++ package into DIR (bindings/cpp/CMakeLists.txt).
 install: venv check-cargo
 	rm -rf build/python
+	@# A venv made before the distribution was named libmonarch still holds
+	@# the old one's files, whose extension module Python would prefer.
+	@if $(VPY) -m pip show -q monarch >/dev/null 2>&1; then $(VPY) -m pip uninstall -y -q monarch; fi
 	$(VPY) -m pip install --disable-pip-version-check -q --no-build-isolation .
 ifneq ($(PREFIX),)
 	$(MAKE) --no-print-directory install-prefix
