@@ -280,3 +280,30 @@ fn remove_stale(root: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn children_ignore_sigint() {
+        // A terminal's Ctrl-C reaches the whole process group; a child
+        // sending SIGINT to itself stands in for it.
+        let argv = ["/bin/sh", "-c", "kill -INT $$; exit 7"].map(String::from);
+        let (child, _) = spawn_child_with(
+            &argv,
+            Vec::new(),
+            String::new(),
+            Completion::new(None),
+            SpawnOpts::default(),
+            |_, _| {},
+        )
+        .expect("spawn /bin/sh");
+        assert!(
+            child.exit.wait(Some(Duration::from_secs(30))),
+            "child never exited"
+        );
+        assert_eq!(child.exit.take(), Some(ExitInfo::Code(7)));
+    }
+}
