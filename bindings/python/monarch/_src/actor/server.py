@@ -48,7 +48,9 @@ buffers):
   event is handled at once. Inside a task, ``current_rank()``/``context()``
   come from a context variable set for that task.
 
-Events are handled one at a time, in order of arrival.
+Events are handled one at a time, in order of arrival. An answer that
+cannot be delivered (its caller's proc is gone) is logged, and the proc
+serves on.
 """
 
 from __future__ import annotations
