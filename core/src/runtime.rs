@@ -644,17 +644,7 @@ impl Runtime {
     /// proc is filled in place; otherwise a Reply frame goes to its proc.
     pub fn port_send(&self, to: &PortRef, result: Answer<'_>) -> Result<()> {
         self.check_running()?;
-        let mut env = Envelope::new(Kind::Reply);
-        env.reply_port = to.port;
-        env.reply_slot = to.slot;
-        let parts = match result {
-            Ok(parts) => parts,
-            Err((msg, parts)) => {
-                env.is_error = true;
-                env.error = msg.to_string();
-                parts
-            }
-        };
+        let (env, parts) = dispatch::reply_envelope(to.port, to.slot, result);
         self.send(&to.addr, &env, parts)
     }
 

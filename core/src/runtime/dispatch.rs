@@ -185,17 +185,7 @@ impl Inner {
             }
             return Ok(());
         };
-        let mut env = Envelope::new(Kind::Reply);
-        env.reply_port = to.port;
-        env.reply_slot = to.slot;
-        let parts = match result {
-            Ok(parts) => parts,
-            Err((msg, parts)) => {
-                env.is_error = true;
-                env.error = msg.to_string();
-                parts
-            }
-        };
+        let (env, parts) = reply_envelope(to.port, to.slot, result);
         // While more work is queued, this proc will be back for it at once,
         // and replies can go out together when the queue runs dry.
         let defer = defer.unwrap_or(if self.events.len(Ordering::SeqCst) > 0 {
@@ -543,4 +533,25 @@ impl Inner {
         };
         let _ = self.send(to, &reply, &[], Defer::Yes);
     }
+}
+
+/// The Reply frame that fills slot `slot` of port `port` with `result`,
+/// and the payload parts that go with it.
+pub(super) fn reply_envelope<'a>(
+    port: u64,
+    slot: u64,
+    result: Answer<'a>,
+) -> (Envelope, &'a [&'a [u8]]) {
+    let mut env = Envelope::new(Kind::Reply);
+    env.reply_port = port;
+    env.reply_slot = slot;
+    let parts = match result {
+        Ok(parts) => parts,
+        Err((msg, parts)) => {
+            env.is_error = true;
+            env.error = msg.to_string();
+            parts
+        }
+    };
+    (env, parts)
 }
