@@ -1,4 +1,5 @@
-/* Calls on the worker procs' counters: gather, modes, errors, references, a proc exiting. */
+/* Calls on the worker procs' counters: gather, call modes, errors,
+ * references, a proc exiting mid-call. */
 
 #include "check.h"
 #include "suites.h"
@@ -94,15 +95,13 @@ void test_calls(monarch_actor_mesh *am) {
 }
 
 void test_call_modes_and_errors(monarch_proc_mesh *pm, monarch_actor_mesh *am) {
-    monarch_value_mesh *vm = NULL;
-
     /* call_one on 4 actors is an argument error; nothing is sent. */
     monarch_future *f = NULL;
     CHECK_STATUS(monarch_actor_mesh_call(am, "incr", NULL, 0, MONARCH_CALL_ONE, &f),
                  MONARCH_ERR_INVALID_ARGUMENT, "exactly one");
 
     /* Choose: exactly one actor answers. */
-    vm = call(am, "incr", NULL, 0, MONARCH_CALL_CHOOSE);
+    monarch_value_mesh *vm = call(am, "incr", NULL, 0, MONARCH_CALL_CHOOSE);
     CHECK(vm_len(vm) == 1, "choose answered by %zu actors", vm_len(vm));
     if (vm) monarch_value_mesh_free(vm);
     vm = call(am, "get", NULL, 0, MONARCH_CALL_ALL);
@@ -142,8 +141,8 @@ void test_call_modes_and_errors(monarch_proc_mesh *pm, monarch_actor_mesh *am) {
     monarch_actor_mesh_free(bad);
 }
 
+/* Reference round trip from the same runtime. */
 void test_ref_round_trip(monarch_runtime *rt, monarch_actor_mesh *am) {
-    /* Reference round trip from the same runtime. */
     uint8_t *ref = NULL;
     size_t ref_len = 0;
     CHECK_OK(monarch_actor_mesh_to_ref(am, &ref, &ref_len));
@@ -154,10 +153,8 @@ void test_ref_round_trip(monarch_runtime *rt, monarch_actor_mesh *am) {
     monarch_actor_mesh_free(back);
 }
 
+/* A proc that exits while its call is in flight fails only its point. */
 void test_proc_exit_mid_call(monarch_runtime *rt, monarch_actor_mesh *am) {
-    monarch_value_mesh *vm = NULL;
-
-    /* A proc that exits while its call is in flight fails only its point. */
     monarch_actor_mesh *row = NULL, *last = NULL;
     CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", 1, &row));
     CHECK_OK(monarch_actor_mesh_slice_index(row, "gpus", 1, &last));
@@ -179,7 +176,7 @@ void test_proc_exit_mid_call(monarch_runtime *rt, monarch_actor_mesh *am) {
     CHECK_OK(monarch_actor_mesh_flatten(am, "all", &first3));
     monarch_actor_mesh *alive3 = NULL;
     CHECK_OK(monarch_actor_mesh_slice_range(first3, "all", 0, 3, 1, &alive3));
-    vm = call(alive3, "rank", NULL, 0, MONARCH_CALL_ALL);
+    monarch_value_mesh *vm = call(alive3, "rank", NULL, 0, MONARCH_CALL_ALL);
     CHECK(vm_len(vm) == 3, "len after exit");
     for (size_t i = 0; i < 3; i++) CHECK(vm_i64(vm, i) == (int64_t)i, "rank %zu", i);
     if (vm) monarch_value_mesh_free(vm);

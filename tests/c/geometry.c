@@ -4,10 +4,6 @@
 #include "suites.h"
 
 void test_slices_and_geometry(monarch_proc_mesh *pm, monarch_actor_mesh *am) {
-    monarch_value_mesh *vm = NULL;
-    uint8_t *shape = NULL;
-    size_t shape_len = 0;
-
     /* Slices: by index, by range, negative bounds, slices of proc meshes. */
     monarch_actor_mesh *s = NULL;
     CHECK_OK(monarch_actor_mesh_slice_index(am, "hosts", 1, &s));
@@ -21,7 +17,8 @@ void test_slices_and_geometry(monarch_proc_mesh *pm, monarch_actor_mesh *am) {
     EXPECT_INTS(call(s, "get", NULL, 0, MONARCH_CALL_ALL), 27, 37);
     monarch_actor_mesh_free(s);
     CHECK_OK(monarch_actor_mesh_slice_range(am, "gpus", 0, 0, 1, &s));
-    vm = call(s, "get", NULL, 0, MONARCH_CALL_ALL); /* empty slice: no points */
+    /* An empty slice: no points. */
+    monarch_value_mesh *vm = call(s, "get", NULL, 0, MONARCH_CALL_ALL);
     CHECK(vm && vm_len(vm) == 0, "empty slice answered with %zu points", vm_len(vm));
     if (vm) monarch_value_mesh_free(vm);
     monarch_actor_mesh_free(s);
@@ -29,6 +26,8 @@ void test_slices_and_geometry(monarch_proc_mesh *pm, monarch_actor_mesh *am) {
     CHECK_OK(monarch_proc_mesh_slice_index(pm, "hosts", 0, &ps));
     monarch_proc_mesh *ps2 = NULL;
     CHECK_OK(monarch_proc_mesh_slice_range(ps, "gpus", 1, 2, 1, &ps2));
+    uint8_t *shape = NULL;
+    size_t shape_len = 0;
     CHECK_OK(monarch_proc_mesh_shape(ps2, &shape, &shape_len));
     monarch_buffer_free(shape, shape_len);
     monarch_proc_mesh_free(ps2);
