@@ -56,6 +56,23 @@ fn lib_dir() -> PathBuf {
     .clone()
 }
 
+/// A directory where the library is found under its SONAME
+/// (`libmonarch.so.<major>`, the name the linked program asks for at run
+/// time; cargo writes only `libmonarch.so`).
+fn soname_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = out_dir().join("lib");
+        std::fs::create_dir_all(&dir).expect("create the library dir");
+        let link = dir.join(format!("libmonarch.so.{}", env!("CARGO_PKG_VERSION_MAJOR")));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(lib_dir().join("libmonarch.so"), &link)
+            .expect("symlink the SONAME");
+        dir
+    })
+    .clone()
+}
+
 fn out_dir() -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
     std::fs::create_dir_all(&d).expect("create test output dir");
@@ -77,6 +94,7 @@ fn c_sources() -> Vec<PathBuf> {
 
 fn compile(out: &Path, extra: &[&str]) -> Output {
     let lib = lib_dir();
+    let run_dir = soname_dir();
     let root = workspace();
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
     cmd.arg("-std=c11")
@@ -90,7 +108,7 @@ fn compile(out: &Path, extra: &[&str]) -> Output {
         .arg("-L")
         .arg(&lib)
         .arg("-lmonarch")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", run_dir.display()))
         .arg("-lpthread");
     cmd.output().expect("run the C compiler")
 }
