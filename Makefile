@@ -202,7 +202,7 @@ test: venv build install
 	$(MODULE_CYCLES)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test $(CARGO_PROFILE) --workspace
-	$(VPY) -m pytest -q bindings/python/tests
+	$(VPY) -m pytest -q bindings/python/tests tests/cross_language
 	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
 	$(MAKE) --no-print-directory test-cpp cpp-asan
 	$(MAKE) --no-print-directory test-install
