@@ -22,7 +22,7 @@ VENV_STAMP := $(VENV)/.monarch-dev-stamp
 EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py
 
 # Release everywhere: `cargo build --release`, the library that
-# `pip install ./bindings/python` bundles and `cargo test --release` then
+# `pip install .` bundles and `cargo test --release` then
 # share one set of compiled dependencies instead of building twice.
 CARGO_PROFILE := --release
 
@@ -30,15 +30,19 @@ CARGO_PROFILE := --release
 # procs of this run (see scripts/check-orphans.sh).
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
-.PHONY: help venv build header schema install demo test lint fmt bench check-cargo clean distclean \
+.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool demo test lint fmt bench \
+	check-cargo clean distclean \
 	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests bench-supervision
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
-	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), SLURM tests, orphan check (what CI runs)"
+	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), install test, SLURM tests, orphan check (what CI runs)"
 	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
 	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
-	@echo "make install   pip install ./bindings/python into .venv"
+	@echo "make install   pip install . (the Python distribution libmonarch) into .venv; with PREFIX=DIR also"
+	@echo "               the C/C++ package into DIR (library + SONAME links, headers, CMake, pkg-config, CLI)"
+	@echo "make test-install  wheel + sdist into a fresh venv outside the repo (demo, monarch on PATH),"
+	@echo "               install to a temp prefix, C via pkg-config and C++ via find_package, SONAME"
 	@echo "make header    regenerate include/monarch.h (cbindgen)"
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
@@ -79,10 +83,31 @@ header: venv check-cargo
 schema: venv
 	scripts/gen-schema.sh
 
-# The package's setup builds libmonarch with cargo and bundles it.
+# The Python distribution (pyproject.toml, setup.py: setuptools-rust builds
+# libmonarch and the CLI with cargo, cffi the compiled module) into .venv.
+# With PREFIX=DIR, also the C/C++ package into DIR (bindings/cpp/CMakeLists.txt).
 install: venv check-cargo
-	rm -rf bindings/python/build
-	$(VPY) -m pip install --disable-pip-version-check -q --no-build-isolation ./bindings/python
+	rm -rf build/python
+	@# A venv made before the distribution was named libmonarch still holds
+	@# the old one's files, whose extension module Python would prefer.
+	@if $(VPY) -m pip show -q monarch >/dev/null 2>&1; then $(VPY) -m pip uninstall -y -q monarch; fi
+	$(VPY) -m pip install --disable-pip-version-check -q --no-build-isolation .
+ifneq ($(PREFIX),)
+	$(MAKE) --no-print-directory install-prefix
+endif
+
+install-prefix: venv build
+	@test -n "$(PREFIX)" || { echo "usage: make install PREFIX=DIR" >&2; exit 1; }
+	$(CMAKE) -S bindings/cpp -B $(CPP_BUILD)/prefix -DCMAKE_INSTALL_PREFIX=$(abspath $(PREFIX)) >/dev/null
+	$(CMAKE) --install $(CPP_BUILD)/prefix >/dev/null
+
+# The user's install paths from outside the repository (scripts/test-install.sh).
+test-install: venv build pkg-config-tool
+	PYTHON=$(PYTHON) scripts/test-install.sh
+
+# A fresh machine may lack pkg-config (used by test-install).
+pkg-config-tool:
+	@command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq pkg-config >/dev/null; }
 
 demo: venv install
 	$(VPY) examples/python/hello_mesh.py
@@ -177,16 +202,17 @@ test: venv build install
 	$(MODULE_CYCLES)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test $(CARGO_PROFILE) --workspace
-	$(VPY) -m pytest -q bindings/python/tests
+	$(VPY) -m pytest -q bindings/python/tests tests/cross_language
 	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
 	$(MAKE) --no-print-directory test-cpp cpp-asan
+	$(MAKE) --no-print-directory test-install
 	$(MAKE) --no-print-directory test-slurm
 	scripts/check-orphans.sh
 
 # ---------------------------------------------------------------- clean
 clean:
 	-$(CARGO) clean
-	rm -rf bindings/python/build bindings/python/*.egg-info build .ruff_cache .pytest_cache
+	rm -rf bindings/python/*.egg-info build .ruff_cache .pytest_cache
 	find . -path ./.venv -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -42,6 +42,17 @@ extern "C" {
 // change; a binding should refuse a library whose version it doesn't know.
 #define MONARCH_ABI_VERSION 1
 
+// The library's release version, major part: the SONAME is
+// `libmonarch.so.<major>`. The three parts are the workspace version of
+// Cargo.toml (checked by `ffi/tests/version.rs`).
+#define MONARCH_VERSION_MAJOR 0
+
+// Minor part: while the major is 0, a minor bump may break the API.
+#define MONARCH_VERSION_MINOR 1
+
+// Patch part.
+#define MONARCH_VERSION_PATCH 0
+
 // Returns `MONARCH_ABI_VERSION` of the loaded library.
 uint32_t monarch_abi_version(void);
 

@@ -151,7 +151,7 @@ pub fn spawn_child_with(
             .stderr(out());
         let keep_fd = opts.keep_fd;
         // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe calls (prctl, getppid, _exit).
+        // async-signal-safe calls (prctl, getppid, _exit, signal, fcntl).
         unsafe {
             cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -160,6 +160,12 @@ pub fn spawn_child_with(
                 // The parent may have died before prctl took effect.
                 if libc::getppid() != parent {
                     libc::_exit(1);
+                }
+                // A terminal's Ctrl-C goes to the whole process group: the
+                // procs ignore it (the disposition survives exec), and
+                // their controller decides what happens to them.
+                if libc::signal(libc::SIGINT, libc::SIG_IGN) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
                 }
                 // Let the child inherit this one descriptor.
                 if let Some(fd) = keep_fd {
@@ -272,5 +278,32 @@ fn remove_stale(root: &Path) {
         if !alive {
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn children_ignore_sigint() {
+        // A terminal's Ctrl-C reaches the whole process group; a child
+        // sending SIGINT to itself stands in for it.
+        let argv = ["/bin/sh", "-c", "kill -INT $$; exit 7"].map(String::from);
+        let (child, _) = spawn_child_with(
+            &argv,
+            Vec::new(),
+            String::new(),
+            Completion::new(None),
+            SpawnOpts::default(),
+            |_, _| {},
+        )
+        .expect("spawn /bin/sh");
+        assert!(
+            child.exit.wait(Some(Duration::from_secs(30))),
+            "child never exited"
+        );
+        assert_eq!(child.exit.take(), Some(ExitInfo::Code(7)));
     }
 }

@@ -3,11 +3,14 @@
 //! processes it started.
 //!
 //! [`Runtime`] (this file) is the public face. Its state is held by parts
-//! that each own theirs: `peers` (connections, lost procs), `ports` (reply
-//! ports), `children` (started procs), `actors` and `events` (hosted
-//! actors, the event queue), `supervise`, `heartbeat`, `remote` (procs on
-//! other hosts) and `cast` (multicast relays). `dispatch` handles frames in
-//! and out, `links` connections coming and going, `io` how threads wait.
+//! that each own theirs: `identity` (address, job secret, controller,
+//! socket directory), `listeners`, `peers` (connections, lost procs),
+//! `ports` (reply ports), `children` (started procs), `actors` and
+//! `events` (hosted actors, the event queue), `supervise` (owned meshes,
+//! failures, the top level's events), `heartbeat`, `remote` (procs on
+//! other hosts) and `cast` (multicast relays). `failures` connects them
+//! when a proc or actor fails; `dispatch` handles frames in and out,
+//! `links` connections coming and going, `io` how threads wait.
 //!
 //! Threads: one accept thread per listener, one I/O thread, one reaper
 //! thread per child. Sends are written by the calling thread itself (no hop
@@ -17,7 +20,7 @@
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// The runtime's maps are looked up on every message; SipHash (std's
@@ -31,9 +34,12 @@ pub(crate) mod cast;
 mod children;
 mod dispatch;
 mod events;
+mod failures;
 mod heartbeat;
+mod identity;
 mod io;
 mod links;
+mod listeners;
 mod peers;
 mod ports;
 use actors::ActorState;
@@ -48,7 +54,10 @@ mod spin_hint_tests;
 mod supervise;
 
 use crate::eventfd::EventFd;
+use identity::Identity;
 use io::{Io, Parking};
+use listeners::{Listen, Listeners};
+use supervise::Supervision;
 
 use crate::completion::{Completion, Notifier, Pump, SpinPolicy};
 use crate::conn::Defer;
@@ -57,7 +66,6 @@ use crate::geometry::Shape;
 use crate::port::{PortRef, StreamPort};
 use crate::process::SocketDir;
 use crate::supervision::SupervisionEvent;
-use crate::transport::Listener;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
@@ -85,33 +93,32 @@ fn spawn_timeout() -> Duration {
 }
 
 pub(crate) struct Inner {
-    addr: String,
-    token: String,
-    controller: Option<String>,
-    dir: Mutex<Option<SocketDir>>,
-    notifier: Arc<Notifier>,
-    listener: Listener,
-    /// A TCP listener opened when this runtime first needs to be reached
-    /// from other hosts (a controller attaching host agents): its port.
-    tcp_listener: OnceLock<(Arc<Listener>, u16)>,
-    /// A proc started by a host agent also listens on a Unix socket in the
-    /// agent's directory, for procs of the same host (path, listener).
-    unix_alias: OnceLock<(std::path::PathBuf, Arc<Listener>)>,
-    /// Procs started by host agents on other hosts.
-    remote: remote::RemoteProcs,
-    peers: peers::Peers,
-    ports: ports::ReplyPorts,
-    /// Multicast relays: replies of a cast's subtree collected here.
-    cast_relays: cast::Relays,
+    // Who this proc is, where it listens, whether it is stopping.
+    id: Identity,
+    listeners: Listeners,
+    lifecycle: Lifecycle,
     /// Ourselves (for paths that only have `&self`).
     me: Weak<Inner>,
+    /// Unique ids (ports, relays, child sockets, actor keys).
+    next_id: AtomicU64,
+
+    // The parts that own the runtime's state.
+    peers: peers::Peers,
+    ports: ports::ReplyPorts,
     actors: actors::Actors,
     events: events::EventQueue,
-    parking: Parking,
     children: children::Children,
-    next_id: AtomicU64,
-    shutting_down: AtomicBool,
-    stopped: AtomicBool,
+    /// Procs started by host agents on other hosts.
+    remote: remote::RemoteProcs,
+    /// Multicast relays: replies of a cast's subtree collected here.
+    cast_relays: cast::Relays,
+    /// Owners, failed procs and actors, top-level supervision events.
+    supervision: Supervision,
+    heartbeat: heartbeat::Heartbeat,
+
+    // How threads wait and wake (see `io`).
+    notifier: Arc<Notifier>,
+    parking: Parking,
     /// Lets waiters read our sockets while they spin.
     pump: Arc<dyn Pump>,
     /// Spin policy of `next_event`.
@@ -119,9 +126,35 @@ pub(crate) struct Inner {
     io: Io,
     /// Some connection may hold batched frames not yet written.
     deferred: AtomicBool,
-    /// Owners, failed procs and actors, top-level supervision events.
-    sup: supervise::Supervision,
-    hb: heartbeat::Heartbeat,
+}
+
+/// Whether the runtime is shutting down, and whether it has stopped
+/// (connections closed, waiters failed).
+#[derive(Default)]
+struct Lifecycle {
+    shutting_down: AtomicBool,
+    stopped: AtomicBool,
+}
+
+impl Lifecycle {
+    /// True for the one caller that is to shut the runtime down.
+    fn begin_shutdown(&self) -> bool {
+        !self.shutting_down.swap(true, Ordering::SeqCst)
+    }
+
+    #[inline]
+    fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    fn mark_stopped(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    #[inline]
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
 }
 
 struct WeakPump {
@@ -172,16 +205,6 @@ fn random_hex() -> Result<String> {
 fn unix_path(addr: &str) -> Result<&str> {
     addr.strip_prefix("unix:")
         .ok_or_else(|| Error::invalid(format!("not a Unix socket address: '{addr}'")))
-}
-
-/// Where a new runtime listens.
-enum Listen {
-    /// Bind this address (its actual address becomes our identity).
-    Bind(String),
-    /// Adopt an inherited listening TCP socket; `String` is our identity.
-    Fd(i32, String),
-    /// Bind this TCP address but be known as `tcp:<advertise>:<port>`.
-    Advertise(String, std::net::IpAddr),
 }
 
 impl Runtime {
@@ -242,32 +265,13 @@ impl Runtime {
     ) -> Result<Runtime> {
         // A bad TLS configuration fails here, not at the first connection.
         crate::tls::global()?;
-        let (listener, addr) = match listen {
-            Listen::Bind(addr) => Listener::bind(&addr)?,
-            // SAFETY: the agent that started us handed this descriptor over
-            // for exactly this purpose; nothing else in the process owns it.
-            Listen::Fd(fd, addr) => (unsafe { Listener::from_tcp_fd(fd) }, addr),
-            Listen::Advertise(bind, ip) => {
-                let (l, actual) = Listener::bind(&bind)?;
-                let port = actual.rsplit(':').next().unwrap_or("0").to_string();
-                let ip = match ip {
-                    std::net::IpAddr::V6(v6) => format!("[{v6}]"),
-                    v4 => v4.to_string(),
-                };
-                (l, format!("tcp:{ip}:{port}"))
-            }
-        };
+        let (listeners, addr) = Listeners::bind(listen)?;
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
         let kick_fd = EventFd::new().map_err(|e| Error::io("eventfd", e))?;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
-            addr,
-            token,
-            controller: controller.clone(),
-            dir: Mutex::new(dir),
+            id: Identity::new(addr, token, controller.clone(), dir),
             notifier,
-            listener,
-            tcp_listener: OnceLock::new(),
-            unix_alias: OnceLock::new(),
+            listeners,
             remote: Default::default(),
             peers: Default::default(),
             ports: Default::default(),
@@ -281,16 +285,15 @@ impl Runtime {
             },
             children: Default::default(),
             next_id: AtomicU64::new(1),
-            shutting_down: AtomicBool::new(false),
-            stopped: AtomicBool::new(false),
+            lifecycle: Lifecycle::default(),
             pump: Arc::new(WeakPump {
                 rt: weak.clone(),
                 policy: SpinPolicy::new(),
             }),
             event_spin: SpinPolicy::new(),
             deferred: AtomicBool::new(false),
-            sup: Default::default(),
-            hb: Default::default(),
+            supervision: Default::default(),
+            heartbeat: Default::default(),
             io: Io {
                 kick: kick_fd,
                 active: AtomicUsize::new(0),
@@ -303,49 +306,35 @@ impl Runtime {
         let acc = inner.clone();
         std::thread::Builder::new()
             .name("monarch-accept".into())
-            .spawn(move || acc.accept_loop(&acc.listener))
+            .spawn(move || acc.accept_loop(acc.listeners.main()))
             .map_err(|e| Error::io("cannot start accept thread", e))?;
         let io = inner.clone();
         std::thread::Builder::new()
             .name("monarch-io".into())
             .spawn(move || io.io_loop())
             .map_err(|e| Error::io("cannot start I/O thread", e))?;
-        if let Some(path) = crate::transport::same_host_path(&inner.addr, &inner.addr) {
-            // Ours alone while we hold the TCP port: a file left by an
-            // earlier proc on this port is stale.
-            let _ = std::fs::remove_file(&path);
-            match Listener::bind(&format!("unix:{}", path.display())) {
-                Ok((l, _)) => {
-                    let l = Arc::new(l);
-                    let _ = inner.unix_alias.set((path, l.clone()));
-                    let acc = inner.clone();
-                    std::thread::Builder::new()
-                        .name("monarch-accept-unix".into())
-                        .spawn(move || acc.accept_loop(&l))
-                        .map_err(|e| Error::io("cannot start accept thread", e))?;
-                }
-                Err(e) => tracing::warn!(error = %e, "no same-host Unix socket; peers use TCP"),
-            }
+        if let Some(l) = inner.listeners.open_unix_alias(&inner.id.addr) {
+            listeners::spawn_accept(&inner, "monarch-accept-unix", l)?;
         }
         let rt = Runtime { inner };
         if let Some(c) = controller {
             let conn = rt.inner.connect(&c)?;
             let mut env = Envelope::new(Kind::Ready);
-            env.sender = rt.inner.addr.clone();
+            env.sender = rt.inner.id.addr.clone();
             rt.inner.write(&conn, &env, &[], Defer::Never)?;
-            tracing::debug!(addr = %rt.inner.addr, "worker ready");
+            tracing::debug!(addr = %rt.inner.id.addr, "worker ready");
         }
         Ok(rt)
     }
 
     /// This proc's address.
     pub fn addr(&self) -> &str {
-        &self.inner.addr
+        &self.inner.id.addr
     }
 
     /// Whether this runtime was started by a controller.
     pub fn is_worker(&self) -> bool {
-        self.inner.controller.is_some()
+        self.inner.id.controller.is_some()
     }
 
     /// The descriptor that becomes readable on any completion or event.
@@ -381,13 +370,7 @@ impl Runtime {
         env: &[(String, String)],
     ) -> Result<Vec<String>> {
         self.check_running()?;
-        let dir = {
-            let mut d = self.inner.dir.lock();
-            if d.is_none() {
-                *d = Some(SocketDir::create(&random_hex()?[..8])?);
-            }
-            d.as_ref().map(|d| d.path.clone()).unwrap_or_default()
-        };
+        let dir = self.inner.id.socket_dir()?;
         let mut addrs = Vec::with_capacity(n);
         for rank in 0..n {
             let addr = format!("unix:{}/p{}.sock", dir.display(), self.next_id());
@@ -397,9 +380,9 @@ impl Runtime {
             self.inner.children.expect_ready(&addr, ready.clone());
             let mut env = env.to_vec();
             env.extend([
-                (ENV_CONTROLLER.to_string(), self.inner.addr.clone()),
+                (ENV_CONTROLLER.to_string(), self.inner.id.addr.clone()),
                 (ENV_PROC_ADDR.to_string(), addr.clone()),
-                (ENV_JOB_TOKEN.to_string(), self.inner.token.clone()),
+                (ENV_JOB_TOKEN.to_string(), self.inner.id.token.clone()),
                 (ENV_PROC_RANK.to_string(), rank.to_string()),
             ]);
             let weak = Arc::downgrade(&self.inner);
@@ -441,15 +424,15 @@ impl Runtime {
     /// Ask the given procs to stop; kill those still running after `grace`.
     /// Returns once all of our children among them have exited.
     pub(crate) fn stop_procs(&self, addrs: &[String], grace: Duration) {
-        self.inner.mark_stopping(addrs);
+        self.inner.supervision.mark_stopping(addrs);
         self.inner.peers.forget_lost(addrs);
         self.stop_remote(addrs, grace);
         let children = self.inner.children.among(addrs);
-        self.inner.mark_stopping(addrs);
+        self.inner.supervision.mark_stopping(addrs);
         for child in &children {
             if child.ready.peek().is_some_and(|r| r.is_ok()) {
                 let mut env = Envelope::new(Kind::StopProc);
-                env.sender = self.inner.addr.clone();
+                env.sender = self.inner.id.addr.clone();
                 let _ = self.send(&child.addr, &env, &[]);
             } else {
                 child.kill();
@@ -550,12 +533,12 @@ impl Runtime {
     /// event the calling thread handles, else by the top level); returns
     /// its name for supervision reports.
     pub(crate) fn register_proc_mesh(&self, procs: Arc<Vec<String>>) -> String {
-        self.inner.register_proc_mesh(procs)
+        self.inner.supervision.register_proc_mesh(procs)
     }
 
     /// Record an actor mesh spawned by this process (owner as above).
     pub(crate) fn register_actor_mesh(&self, key: &str, name: &str, procs: &[String]) {
-        self.inner.register_actor_mesh(key, name, procs)
+        self.inner.supervision.register_actor_mesh(key, name, procs)
     }
 
     /// Err (ProcFailed) when a destination of a message to actor mesh
@@ -566,7 +549,7 @@ impl Runtime {
         name: &str,
         dests: impl Iterator<Item = (usize, &'a String)>,
     ) -> Result<()> {
-        self.inner.check_dests(key, name, dests)
+        self.inner.supervision.check_dests(key, name, dests)
     }
 
     /// Fill a slot of our own port locally (e.g. when a send failed).
@@ -585,13 +568,13 @@ impl Runtime {
             if q.len(Ordering::Acquire) == 0 {
                 self.inner
                     .wait_until(&self.inner.event_spin, deadline, &|| {
-                        q.len(Ordering::SeqCst) > 0 || self.inner.stopped.load(Ordering::SeqCst)
+                        q.len(Ordering::SeqCst) > 0 || self.inner.lifecycle.is_stopped()
                     });
             }
             let ev = match q.pop() {
                 Some(ev) => ev,
                 None => {
-                    if self.inner.stopped.load(Ordering::SeqCst) {
+                    if self.inner.lifecycle.is_stopped() {
                         return Err(Error::new(ErrorKind::Stopped, "runtime was shut down"));
                     }
                     if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -602,9 +585,9 @@ impl Runtime {
             };
             match ev.kind {
                 EventKind::Spawn | EventKind::Message | EventKind::Supervise => {
-                    Inner::set_current_owner(&ev.actor)
+                    Supervision::set_current_owner(&ev.actor)
                 }
-                _ => Inner::set_current_owner(""),
+                _ => Supervision::set_current_owner(""),
             }
             if ev.kind == EventKind::Message {
                 let state = self.inner.actors.state(&ev.actor);
@@ -622,7 +605,7 @@ impl Runtime {
     /// Stop accepting work, close every connection, stop every child proc
     /// and remove the socket directory. Idempotent.
     pub fn shutdown(&self) {
-        if self.inner.shutting_down.swap(true, Ordering::SeqCst) {
+        if !self.inner.lifecycle.begin_shutdown() {
             return;
         }
         let children: Vec<String> = self
@@ -634,27 +617,20 @@ impl Runtime {
             .collect();
         self.stop_procs(&children, Duration::from_secs(2));
         self.inner.flush_deferred(None);
-        self.inner.stopped.store(true, Ordering::SeqCst);
+        self.inner.lifecycle.mark_stopped();
         // Wake the accept threads and every reader thread.
-        self.inner.listener.shutdown();
-        if let Some((l, _)) = self.inner.tcp_listener.get() {
-            l.shutdown();
-        }
-        if let Some((path, l)) = self.inner.unix_alias.get() {
-            l.shutdown();
-            let _ = std::fs::remove_file(path);
-        }
+        self.inner.listeners.shutdown();
         for c in self.inner.peers.drain() {
             c.shutdown();
         }
-        if let Ok(path) = unix_path(&self.inner.addr) {
+        if let Ok(path) = unix_path(&self.inner.id.addr) {
             let _ = std::fs::remove_file(path);
         }
-        self.inner.dir.lock().take();
+        self.inner.id.remove_socket_dir();
         // Fail whatever is still waiting.
         self.inner.ports.close_all("runtime was shut down");
         self.inner.wake_parked();
-        self.inner.wake_supervision_waiters();
+        self.inner.supervision.wake_waiters();
         self.inner.io.kick.signal();
         crate::logs::flush();
     }
@@ -668,17 +644,7 @@ impl Runtime {
     /// proc is filled in place; otherwise a Reply frame goes to its proc.
     pub fn port_send(&self, to: &PortRef, result: Answer<'_>) -> Result<()> {
         self.check_running()?;
-        let mut env = Envelope::new(Kind::Reply);
-        env.reply_port = to.port;
-        env.reply_slot = to.slot;
-        let parts = match result {
-            Ok(parts) => parts,
-            Err((msg, parts)) => {
-                env.is_error = true;
-                env.error = msg.to_string();
-                parts
-            }
-        };
+        let (env, parts) = dispatch::reply_envelope(to.port, to.slot, result);
         self.send(&to.addr, &env, parts)
     }
 
@@ -688,7 +654,7 @@ impl Runtime {
     /// event is answered); a binding that runs an actor's code on another
     /// thread (an async event loop) calls it right before spawning.
     pub fn set_spawn_owner(&self, actor: &str) {
-        Inner::set_current_owner(actor);
+        Supervision::set_current_owner(actor);
     }
 
     /// Take the next supervision event addressed to this process's top
@@ -696,12 +662,15 @@ impl Runtime {
     /// forever). Does not read sockets itself (other threads and the I/O
     /// thread do), so a thread may block here for good.
     pub fn next_supervision_event(&self, timeout: Option<Duration>) -> Result<SupervisionEvent> {
-        self.inner.next_supervision_event(timeout)
+        let inner = &self.inner;
+        inner
+            .supervision
+            .next_top_level(timeout, &|| inner.lifecycle.is_stopped())
     }
 
     /// Whether a supervision event is waiting for the top level.
     pub fn has_supervision_event(&self) -> bool {
-        self.inner.has_supervision_event()
+        self.inner.supervision.has_top_level_event()
     }
 
     /// Accept messages for the built-in actor `name`, served by the
@@ -712,7 +681,7 @@ impl Runtime {
 
     /// The job secret this runtime authenticates peers with.
     pub fn job_token(&self) -> &str {
-        &self.inner.token
+        &self.inner.id.token
     }
 
     /// Whether a connection to (or from) `addr` is open.
@@ -737,7 +706,7 @@ impl Runtime {
 
     /// Err (`Stopped`) once the runtime was shut down.
     pub fn check_running(&self) -> Result<()> {
-        if self.inner.stopped.load(Ordering::SeqCst) {
+        if self.inner.lifecycle.is_stopped() {
             Err(Error::new(ErrorKind::Stopped, "runtime was shut down"))
         } else {
             Ok(())

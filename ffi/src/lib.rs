@@ -57,6 +57,15 @@ pub use view::{MONARCH_SLICE_END, MONARCH_SPLIT_INFER};
 /// change; a binding should refuse a library whose version it doesn't know.
 pub const MONARCH_ABI_VERSION: u32 = 1;
 
+/// The library's release version, major part: the SONAME is
+/// `libmonarch.so.<major>`. The three parts are the workspace version of
+/// Cargo.toml (checked by `ffi/tests/version.rs`).
+pub const MONARCH_VERSION_MAJOR: u32 = 0;
+/// Minor part: while the major is 0, a minor bump may break the API.
+pub const MONARCH_VERSION_MINOR: u32 = 1;
+/// Patch part.
+pub const MONARCH_VERSION_PATCH: u32 = 0;
+
 /// Returns `MONARCH_ABI_VERSION` of the loaded library.
 #[no_mangle]
 pub extern "C" fn monarch_abi_version() -> u32 {

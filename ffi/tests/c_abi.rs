@@ -1,6 +1,7 @@
-//! Compile `tests/c/abi_test.c` with the system C compiler against the
-//! libmonarch.so this test build produced, and run it. The program is its
-//! own worker: it spawns 4 procs of itself (see the file's header).
+//! Compile the C ABI test program (every `.c` file of `tests/c/`) with the
+//! system C compiler against the libmonarch.so this test build produced,
+//! and run it. The program is its own worker: it spawns 4 procs of itself
+//! (see the header of `tests/c/main.c`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -55,14 +56,45 @@ fn lib_dir() -> PathBuf {
     .clone()
 }
 
+/// A directory where the library is found under its SONAME
+/// (`libmonarch.so.<major>`, the name the linked program asks for at run
+/// time; cargo writes only `libmonarch.so`).
+fn soname_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = out_dir().join("lib");
+        std::fs::create_dir_all(&dir).expect("create the library dir");
+        let link = dir.join(format!("libmonarch.so.{}", env!("CARGO_PKG_VERSION_MAJOR")));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(lib_dir().join("libmonarch.so"), &link)
+            .expect("symlink the SONAME");
+        dir
+    })
+    .clone()
+}
+
 fn out_dir() -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
     std::fs::create_dir_all(&d).expect("create test output dir");
     d
 }
 
+/// The C test program's sources: every `.c` file of `tests/c/`, sorted.
+fn c_sources() -> Vec<PathBuf> {
+    let dir = workspace().join("tests/c");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|entry| entry.expect("read tests/c entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "c"))
+        .collect();
+    sources.sort();
+    assert!(!sources.is_empty(), "no .c files in {}", dir.display());
+    sources
+}
+
 fn compile(out: &Path, extra: &[&str]) -> Output {
     let lib = lib_dir();
+    let run_dir = soname_dir();
     let root = workspace();
     let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
     cmd.arg("-std=c11")
@@ -70,13 +102,13 @@ fn compile(out: &Path, extra: &[&str]) -> Output {
         .args(extra)
         .arg("-I")
         .arg(root.join("include"))
-        .arg(root.join("tests/c/abi_test.c"))
+        .args(c_sources())
         .arg("-o")
         .arg(out)
         .arg("-L")
         .arg(&lib)
         .arg("-lmonarch")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", run_dir.display()))
         .arg("-lpthread");
     cmd.output().expect("run the C compiler")
 }
@@ -121,6 +153,8 @@ fn assert_passed(what: &str, out: &Output) {
         "{what} failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         out.status
     );
+    // The program's "N passed, 0 failed" line (shown with --nocapture).
+    println!("{what}: {}", stdout.trim_end());
 }
 
 #[test]
@@ -129,7 +163,7 @@ fn c_abi_end_to_end() {
     let built = compile(&bin, &[]);
     assert!(
         built.status.success(),
-        "compiling tests/c/abi_test.c failed\n{}",
+        "compiling tests/c failed\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
     let out = run(&bin, &[]);
@@ -145,7 +179,7 @@ fn c_abi_end_to_end_asan() {
     let built = compile(&bin, &["-fsanitize=address", "-fno-omit-frame-pointer"]);
     assert!(
         built.status.success(),
-        "compiling tests/c/abi_test.c with -fsanitize=address failed\n{}",
+        "compiling tests/c with -fsanitize=address failed\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
     let out = run(&bin, &[("ASAN_OPTIONS", "abort_on_error=0:exitcode=86")]);

@@ -38,6 +38,7 @@ const std::map<std::string, std::function<void()>> tests = {
     {"hosts", test_hosts},         {"views", test_views},           {"ports", test_ports},
     {"rdma", test_rdma},           {"slurm", test_slurm},           {"handles", test_handles},
     {"actor_supervise", test_actor_supervise}, {"schema", test_schema},
+    {"undeliverable_reply", test_undeliverable_reply},
 };
 
 }  // namespace

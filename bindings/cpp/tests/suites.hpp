@@ -29,6 +29,8 @@ void test_rdma();
 void test_actor_supervise();
 // test_schema.cpp
 void test_schema();
+// test_hardening.cpp
+void test_undeliverable_reply();
 
 }  // namespace cpp_test
 

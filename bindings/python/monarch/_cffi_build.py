@@ -10,14 +10,14 @@ the header it was built from; ``_lib`` falls back to parsing when that does
 not match the header it loads, and a test fails when the committed file is
 stale. Regenerate with ``make header`` (``python -m monarch._cffi_build``).
 
-``compile_api_module``: the compiled API-mode module ``_monarch_api``,
-built by ``pip install`` (setup.py) beside the package's library.
+``api_ffi``: the builder of the compiled API-mode module ``_monarch_api``,
+which the package build (setup.py at the repository root) compiles and
+links against the package's ``libmonarch.so.<major>``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 
@@ -27,6 +27,7 @@ from ._cdef import cdef_from_header, header_digest
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 MODULE = "_monarch_cffi"
+API_MODULE = "_monarch_api"
 
 
 def generate(header_path: str) -> str:
@@ -44,29 +45,22 @@ def generate(header_path: str) -> str:
     return body + f"\nHEADER_DIGEST = {header_digest(text)!r}\n"
 
 
-def compile_api_module(pkg_dir: str) -> None:
-    """Build ``_monarch_api`` (cffi API mode) into ``pkg_dir``, which holds
-    ``monarch.h`` and ``libmonarch.so`` (found at run time beside the
-    module, through an ``$ORIGIN`` run path)."""
-    pkg_dir = os.path.abspath(pkg_dir)
-    with open(os.path.join(pkg_dir, "monarch.h"), encoding="utf-8") as f:
+def api_ffi(header_path: str) -> FFI:
+    """The FFI of the API-mode module ``monarch._monarch_api`` for
+    ``header_path``; its C source includes ``monarch.h`` and needs the
+    library at link time."""
+    with open(header_path, encoding="utf-8") as f:
         text = f.read()
     ffi = FFI()
     # The digest lets monarch._lib check that the module matches the header
     # it loads beside it.
     ffi.cdef(cdef_from_header(text) + "\nconst char *monarch_api_header_digest(void);")
     ffi.set_source(
-        "monarch._monarch_api",
+        f"monarch.{API_MODULE}",
         '#include "monarch.h"\n'
         f'static const char *monarch_api_header_digest(void) {{ return "{header_digest(text)}"; }}\n',
-        include_dirs=[pkg_dir],
-        library_dirs=[pkg_dir],
-        libraries=["monarch"],
-        extra_link_args=["-Wl,-rpath,$ORIGIN"],
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        built = ffi.compile(tmpdir=tmp)
-        shutil.copy2(built, os.path.join(pkg_dir, os.path.basename(built)))
+    return ffi
 
 
 def main() -> int:

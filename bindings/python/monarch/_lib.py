@@ -2,16 +2,16 @@
 per-process runtime singleton.
 
 Two ways to call the library: the compiled (API-mode) module
-``_monarch_api`` that ``pip install`` builds beside the package's
-``libmonarch.so`` (fastest: a call costs a few hundred instructions), and
+``_monarch_api`` that the package build compiles beside the package's
+``libmonarch.so.0`` (fastest: a call costs a few hundred instructions), and
 cffi's ABI mode through ``dlopen`` (the pre-built ``_monarch_cffi``, or the
 header parsed at import), used when the library comes from elsewhere, when
 no compiled module matches the header, or when ``MONARCH_CFFI_ABI`` is set.
 
 Where the library is found, in order:
 
-1. ``monarch/libmonarch.so`` with ``monarch/monarch.h`` beside it (an
-   installed package);
+1. ``monarch/libmonarch.so.<major>`` (the library's SONAME) with
+   ``monarch/monarch.h`` beside it (an installed package);
 2. the file named by the environment variable ``MONARCH_LIB`` (the header is
    taken from ``MONARCH_HEADER``, from beside the library, or from the source
    tree);
@@ -35,12 +35,17 @@ ABI_VERSION = 1
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(_PKG_DIR)))
 
+from . import __version__  # noqa: E402
 from ._cdef import cdef_from_header as _cdef_from_header  # noqa: E402
 from ._cdef import header_digest  # noqa: E402
 
+# The name the package ships the library under: its SONAME, which the
+# compiled module asks for.
+PACKAGED_LIBRARY = f"libmonarch.so.{__version__.split('.')[0]}"
+
 
 def _locate() -> tuple[str, str]:
-    so = os.path.join(_PKG_DIR, "libmonarch.so")
+    so = os.path.join(_PKG_DIR, PACKAGED_LIBRARY)
     hdr = os.path.join(_PKG_DIR, "monarch.h")
     if os.path.exists(so) and os.path.exists(hdr):
         return so, hdr
@@ -88,7 +93,7 @@ def _compiled_for(so: str, hdr: str):
     if os.path.dirname(os.path.abspath(so)) != _PKG_DIR or os.environ.get("MONARCH_CFFI_ABI"):
         return None
     try:
-        from . import _monarch_api  # compiled at install; absent without a C compiler
+        from . import _monarch_api  # compiled by the package build; absent in the source tree
     except ImportError:
         return None
     with open(hdr, encoding="utf-8") as f:

@@ -3,7 +3,7 @@ import pickle
 
 import pytest
 from actors import Caller, Cleanup, Counter, Failing
-from conftest import bootstrap_children
+from session_guards import bootstrap_children
 
 from monarch.actor import (
     ActorError,

@@ -1,18 +1,29 @@
 //! Frames in and out: handling each frame a peer (or this proc) sends,
-//! answering events, filling reply slots, and sending frames.
+//! answering events, filling reply slots, sending frames, and a proc's
+//! part in a multicast (passing a cast down to its subtree and, for a
+//! gather, sending the subtree's replies, collected in `Relays`, up).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
+use super::cast::{set_cast_fields, RelayFill};
 use super::events::ReplyTo;
+use super::supervise::Supervision;
 use super::{remote, spawn_timeout, ActorState, Event, EventKind, Inner, FBB};
 use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::future::Answer;
+use crate::multicast::{route, Node, FORWARD_ONLY};
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
+
+/// How long a forwarding proc waits before failing the points of a lost
+/// child (see `relay_peer_lost`).
+const RELAY_LOSS_GRACE: Duration = Duration::from_millis(1500);
 
 impl Inner {
     pub(super) fn push_event(&self, ev: Event) {
@@ -32,7 +43,7 @@ impl Inner {
                 let r = self.children.take_ready(peer);
                 match r {
                     Some(r) => {
-                        self.heartbeat_seen(peer);
+                        self.heartbeat.seen(peer);
                         r.complete(Ok(()));
                     }
                     None => tracing::warn!(%peer, "unexpected Ready"),
@@ -75,7 +86,8 @@ impl Inner {
                     slot: env.reply_slot,
                 });
                 if kind == EventKind::Spawn {
-                    self.record_hosted(&env.actor, &env.sender, env.message_rank);
+                    self.supervision
+                        .record_hosted(&env.actor, &env.sender, env.message_rank);
                 }
                 let sender = env.sender;
                 let mut ev = Event {
@@ -90,7 +102,7 @@ impl Inner {
                     reply,
                     rt: Arc::downgrade(self),
                 };
-                if let Err(why) = self.actors.admit(&ev, &self.addr) {
+                if let Err(why) = self.actors.admit(&ev, &self.id.addr) {
                     if ev.reply.is_none()
                         && kind == EventKind::Message
                         && why.starts_with("undeliverable")
@@ -115,7 +127,7 @@ impl Inner {
             }
             Kind::Supervise => self.on_supervise(peer, &parts),
             Kind::Heartbeat => self.answer_heartbeat(peer),
-            Kind::HeartbeatAck => self.heartbeat_seen(peer),
+            Kind::HeartbeatAck => self.heartbeat.seen(peer),
             Kind::StopProc => {
                 // Procs this one started stop first.
                 self.stop_owned_then(None, Event::stop_proc());
@@ -139,7 +151,7 @@ impl Inner {
             return Err(Error::invalid("this event was already answered"));
         }
         ev.answered = true;
-        Inner::clear_current_owner(&ev.actor);
+        Supervision::clear_current_owner(&ev.actor);
         match ev.kind {
             EventKind::Spawn => {
                 let state = match &result {
@@ -173,17 +185,7 @@ impl Inner {
             }
             return Ok(());
         };
-        let mut env = Envelope::new(Kind::Reply);
-        env.reply_port = to.port;
-        env.reply_slot = to.slot;
-        let parts = match result {
-            Ok(parts) => parts,
-            Err((msg, parts)) => {
-                env.is_error = true;
-                env.error = msg.to_string();
-                parts
-            }
-        };
+        let (env, parts) = reply_envelope(to.port, to.slot, result);
         // While more work is queued, this proc will be back for it at once,
         // and replies can go out together when the queue runs dry.
         let defer = defer.unwrap_or(if self.events.len(Ordering::SeqCst) > 0 {
@@ -219,17 +221,17 @@ impl Inner {
         parts: &[&[u8]],
         defer: Defer,
     ) -> Result<()> {
-        if addr == self.addr {
+        if addr == self.id.addr {
             let mut env = env.clone();
             if env.sender.is_empty() {
-                env.sender = self.addr.clone();
+                env.sender = self.id.addr.clone();
             }
             env.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
             let frame = Frame {
                 envelope: env,
                 parts: parts.iter().map(|p| p.to_vec()).collect(),
             };
-            self.dispatch(&self.addr.clone(), frame);
+            self.dispatch(&self.id.addr.clone(), frame);
             return Ok(());
         }
         self.conn_to(addr)
@@ -268,7 +270,7 @@ impl Inner {
         if let Some(e) = self.child_exit_error(addr, Duration::ZERO) {
             return Err(e);
         }
-        if let Some(e) = self.remote_dead(addr) {
+        if let Some(e) = self.remote.dead_error(addr) {
             return Err(e);
         }
         self.connect(addr)
@@ -295,7 +297,7 @@ impl Inner {
     ) -> Result<()> {
         FBB.with(|fbb| {
             let mut fbb = fbb.borrow_mut();
-            let header = env.encode_for(&mut fbb, Some(&self.addr), Some(parts));
+            let header = env.encode_for(&mut fbb, Some(&self.id.addr), Some(parts));
             let buffered = conn.write(header, parts, defer).map_err(|e| {
                 Error::new(
                     ErrorKind::ProcFailed,
@@ -309,4 +311,247 @@ impl Inner {
             Ok(())
         })
     }
+}
+
+/// Frames that must never block the reading thread.
+impl Inner {
+    /// Answer a parent's heartbeat.
+    pub(super) fn answer_heartbeat(&self, peer: &str) {
+        let Some(conn) = self.peers.get(peer) else {
+            return;
+        };
+        let mut env = Envelope::new(Kind::HeartbeatAck);
+        env.sender = self.id.addr.clone();
+        self.buffer_small(&conn, &env, &[]);
+    }
+
+    /// Buffer a small frame on `conn` (dropped if the socket is full); the
+    /// I/O thread writes it out.
+    pub(super) fn buffer_small(&self, conn: &Conn, env: &Envelope, parts: &[&[u8]]) {
+        let mut fbb = flatbuffers::FlatBufferBuilder::with_capacity(128);
+        let header = env.encode(&mut fbb);
+        if conn.try_buffer(header, parts).is_some() && !self.deferred.swap(true, Ordering::SeqCst) {
+            self.io.kick.signal();
+        }
+    }
+}
+
+/// Multicast: forwarding a cast down its tree, relaying replies up.
+impl Inner {
+    /// Forward a cast received here to the first hops below us. Runs on the
+    /// reading thread: frames are buffered (never blocking on a full
+    /// socket) and flushed at once. A child that cannot be reached has its
+    /// points answered with an error here.
+    pub(super) fn forward_cast(self: &Arc<Self>, env: &mut Envelope, parts: &[Vec<u8>]) {
+        let n = env.cast_ranks.len();
+        if n <= 1 || env.cast_addrs.len() != n || env.cast_slots.len() != n {
+            if n > 1 {
+                tracing::warn!(sender = %env.sender, "malformed cast lists; not forwarded");
+            }
+            return;
+        }
+        let me = env.cast_ranks[0] as usize;
+        let fanout = (env.cast_fanout as usize).max(2);
+        let addrs: HashMap<usize, &str> = env
+            .cast_ranks
+            .iter()
+            .zip(&env.cast_addrs)
+            .map(|(&r, a)| (r as usize, a.as_str()))
+            .collect();
+        let lost = |r: usize| addrs.get(&r).is_some_and(|a| self.peers.is_lost(a));
+        let members = env.cast_ranks[1..]
+            .iter()
+            .zip(&env.cast_slots[1..])
+            .map(|(&r, &slot)| Node {
+                rank: r as usize,
+                slot,
+            });
+        let routes = route(Some(me), fanout, members, &lost, false);
+        let part_refs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
+        let addr_of = |r: usize| addrs.get(&r).map(|a| a.to_string()).unwrap_or_default();
+        // For a gather, replies of our subtree come to a relay port of ours.
+        let relay = (env.cast_relay && env.reply_port != 0)
+            .then(|| {
+                let mut owed: HashMap<String, Vec<(u64, bool)>> = HashMap::new();
+                let mut slots: Vec<u64> = Vec::new();
+                if env.cast_slots[0] != FORWARD_ONLY {
+                    slots.push(env.cast_slots[0]);
+                }
+                for m in &routes.lost {
+                    slots.push(m.slot);
+                }
+                for hop in &routes.hops {
+                    let v = owed.entry(addr_of(hop[0].rank)).or_default();
+                    for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
+                        v.push((m.slot, m.rank == hop[0].rank));
+                        slots.push(m.slot);
+                    }
+                }
+                if slots.is_empty() {
+                    // Nothing will answer to it: it would never complete.
+                    return None;
+                }
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let upstream = if env.reply_to.is_empty() {
+                    env.sender.clone()
+                } else {
+                    env.reply_to.clone()
+                };
+                let r = self
+                    .cast_relays
+                    .open(id, upstream, env.reply_port, owed, slots)?;
+                Some((id, r))
+            })
+            .flatten();
+        let mut down = env.clone();
+        if let Some((id, _)) = &relay {
+            down.reply_to = self.id.addr.clone();
+            down.reply_port = *id;
+        }
+        for m in &routes.lost {
+            let why = format!(
+                "proc {} was lost before this cast reached it",
+                addr_of(m.rank)
+            );
+            self.cast_error(&down, m.slot, &why);
+        }
+        for hop in &routes.hops {
+            let mut fwd = down.clone();
+            set_cast_fields(&mut fwd, hop, &addr_of, fanout);
+            let to = addr_of(hop[0].rank);
+            if let Err(e) = self.send(&to, &fwd, &part_refs, Defer::Yes) {
+                for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
+                    let why = format!(
+                        "cannot forward a cast to proc {to} (on the way to point {}): {}",
+                        m.slot, e.message
+                    );
+                    self.cast_error(&down, m.slot, &why);
+                }
+            }
+        }
+        // Our own actor answers to the relay too.
+        env.reply_to = down.reply_to;
+        env.reply_port = down.reply_port;
+        self.flush_deferred(None);
+        // A child whose connection ended while we were setting up the
+        // relay: its loss may have been handled before the relay existed
+        // (it would then wait for that child forever).
+        if let Some((id, r)) = relay {
+            for peer in self.peers.lost_among(r.owing()) {
+                let why = format!("lost connection to proc {peer}");
+                self.fail_relayed_later(r.owed_failures(id, &peer, &why));
+            }
+        }
+    }
+
+    /// A reply for relay port `port`; the value is given back when the
+    /// port is not one of our relays. The last reply of a relay sends the
+    /// subtree's replies up together: buffered, then written in one go.
+    pub(super) fn relay_fill(
+        self: &Arc<Self>,
+        port: u64,
+        slot: u64,
+        value: PointValue,
+    ) -> Option<PointValue> {
+        let (upstream, up_port, values) = match self.cast_relays.fill(port, slot, value) {
+            RelayFill::NotRelay(value) => return Some(value),
+            RelayFill::Taken => return None,
+            RelayFill::Complete {
+                upstream,
+                port,
+                values,
+            } => (upstream, port, values),
+        };
+        for (slot, v) in values {
+            let mut reply = Envelope::new(Kind::Reply);
+            reply.reply_port = up_port;
+            reply.reply_slot = slot;
+            let parts: Vec<&[u8]> = match &v {
+                PointValue::Ok(p) => p.iter().map(|p| p.as_slice()).collect(),
+                PointValue::Err { message, parts } => {
+                    reply.is_error = true;
+                    reply.error = message.clone();
+                    parts.iter().map(|p| p.as_slice()).collect()
+                }
+            };
+            if let Err(e) = self.send(&upstream, &reply, &parts, Defer::Yes) {
+                tracing::warn!(%upstream, error = %e.message, "cannot relay cast replies");
+                break;
+            }
+        }
+        self.flush_deferred(None);
+        None
+    }
+
+    /// `peer` was lost: the slots it was relaying to us fail.
+    ///
+    /// The failures are filled after a grace period: the cast's sender,
+    /// when it started that proc, learns of the loss itself with a better
+    /// message (the exit status) and fills those points first; the relay's
+    /// errors then only matter to senders that could not know.
+    pub(super) fn relay_peer_lost(self: &Arc<Self>, peer: &str, why: &str) {
+        self.fail_relayed_later(self.cast_relays.owed_failures(peer, why));
+    }
+
+    /// Fill (port, slot, message) failures into our relays after the grace
+    /// period.
+    fn fail_relayed_later(self: &Arc<Self>, fails: Vec<(u64, u64, String)>) {
+        if fails.is_empty() {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("monarch-relay-loss".into())
+            .spawn(move || {
+                std::thread::sleep(RELAY_LOSS_GRACE);
+                let Some(me) = me.upgrade() else { return };
+                for (port, slot, msg) in fails {
+                    me.relay_fill(port, slot, PointValue::error(msg));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start a relay-loss thread");
+        }
+    }
+
+    /// Answer point `slot` of a cast with an error, on behalf of a proc we
+    /// could not reach.
+    fn cast_error(self: &Arc<Self>, env: &Envelope, slot: u64, why: &str) {
+        if env.reply_port == 0 {
+            tracing::warn!(slot, error = %why, "cast not delivered (nobody waits for it)");
+            return;
+        }
+        let mut reply = Envelope::new(Kind::Reply);
+        reply.reply_port = env.reply_port;
+        reply.reply_slot = slot;
+        reply.is_error = true;
+        reply.error = why.to_string();
+        let to = if env.reply_to.is_empty() {
+            &env.sender
+        } else {
+            &env.reply_to
+        };
+        let _ = self.send(to, &reply, &[], Defer::Yes);
+    }
+}
+
+/// The Reply frame that fills slot `slot` of port `port` with `result`,
+/// and the payload parts that go with it.
+pub(super) fn reply_envelope<'a>(
+    port: u64,
+    slot: u64,
+    result: Answer<'a>,
+) -> (Envelope, &'a [&'a [u8]]) {
+    let mut env = Envelope::new(Kind::Reply);
+    env.reply_port = port;
+    env.reply_slot = slot;
+    let parts = match result {
+        Ok(parts) => parts,
+        Err((msg, parts)) => {
+            env.is_error = true;
+            env.error = msg.to_string();
+            parts
+        }
+    };
+    (env, parts)
 }

@@ -153,7 +153,7 @@ impl Inner {
         // How long to sleep while a waiter stays inside `wait_until`.
         let mut tick = IO_IDLE_TICK;
         loop {
-            if self.stopped.load(Ordering::SeqCst) {
+            if self.lifecycle.is_stopped() {
                 return;
             }
             // Batched frames go out after FLUSH_DELAY at the latest.
@@ -323,7 +323,7 @@ impl Inner {
         let reason = match e {
             FrameError::Closed => "connection closed".to_string(),
             e => {
-                if !self.stopped.load(Ordering::SeqCst) && !conn.is_closed() {
+                if !self.lifecycle.is_stopped() && !conn.is_closed() {
                     tracing::warn!(peer = %conn.peer, error = %e, "dropping connection");
                 }
                 e.to_string()

@@ -199,25 +199,26 @@ class ActorServer {
       failed = true;
       error = "unknown C++ exception";
     }
-    if (taken) {
-      // The endpoint answers through the port; an error after deferring
-      // goes there too, so the caller does not wait forever.
-      if (failed && deferred) {
-        try {
-          deferred->send_error(error);
-        } catch (const std::exception& e) {
-          std::cerr << "monarch: cannot send the error of a deferred reply: " << e.what() << "\n";
-        }
-      }
-    } else if (ev.wants_reply()) {
-      if (failed)
+    // An answer that cannot be delivered (typically its caller's proc is
+    // gone) is logged, and this proc serves on: a dead caller must not
+    // take a healthy proc down with it.
+    try {
+      if (taken) {
+        // The endpoint answers through the port; an error after deferring
+        // goes there too, so the caller does not wait forever.
+        if (failed && deferred) deferred->send_error(error);
+      } else if (ev.wants_reply()) {
+        if (failed)
+          ev.reply_error(error);
+        else
+          ev.reply_and_free(out);
+      } else if (failed && kind == MONARCH_EVENT_MESSAGE) {
+        // Nobody waits (broadcast): the runtime fails the actor and reports
+        // the error to the mesh's owner.
         ev.reply_error(error);
-      else
-        ev.reply_and_free(out);
-    } else if (failed && kind == MONARCH_EVENT_MESSAGE) {
-      // Nobody waits (broadcast): the runtime fails the actor and reports
-      // the error to the mesh's owner.
-      ev.reply_error(error);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "monarch: cannot deliver a reply: " << e.what() << "\n";
     }
     return true;
   }

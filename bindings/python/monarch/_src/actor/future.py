@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Generator
+from time import monotonic as _monotonic
 from typing import Any, Callable, Generic, TypeVar
 
 from ..._lib import ERR_TIMEOUT, check, error_for, ffi, lib, runtime
@@ -44,6 +45,32 @@ def timeout_ms(timeout: float | None) -> int:
     if ms >= _MAX_WAIT_MS:
         return _WAIT_FOREVER_MS
     return int(ms)
+
+
+# The longest a blocking wait stays inside libmonarch at a time: Python runs
+# signal handlers (Ctrl-C's KeyboardInterrupt) only between bytecodes of the
+# main thread, so a wait returns this often to let them run.
+_WAIT_SLICE_MS = 50
+
+
+def _wait(fut: Any, ms: int) -> int:
+    """``monarch_future_wait(fut, ms)`` (``ms`` -1: forever) in slices of at
+    most ``_WAIT_SLICE_MS``, so that a signal interrupts it at once."""
+    if ms < 0:
+        st = _future_wait(fut, _WAIT_SLICE_MS)
+        while st == ERR_TIMEOUT:
+            st = _future_wait(fut, _WAIT_SLICE_MS)
+        return st
+    if ms <= _WAIT_SLICE_MS:
+        return _future_wait(fut, ms)
+    deadline = _monotonic() + ms / 1000
+    st = _future_wait(fut, _WAIT_SLICE_MS)
+    while st == ERR_TIMEOUT:
+        left = deadline - _monotonic()
+        if left <= 0:
+            return st
+        st = _future_wait(fut, min(int(left * 1000) + 1, _WAIT_SLICE_MS))
+    return st
 
 
 def convert_none(vm: Any, ctx: Any) -> None:
@@ -82,7 +109,7 @@ class Future(Generic[T]):
             raise self._value
         fut = self._fut
         ms = timeout_ms(timeout)
-        st = _future_wait(fut, ms)
+        st = _wait(fut, ms)
         if st:
             if st == ERR_TIMEOUT:
                 raise TimeoutError(f"future not complete after {timeout} s")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import sysconfig
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..._lib import _PKG_DIR, _REPO_ROOT, c_strings, error_for, ffi, lib, runtime
+from ..._lib import _PKG_DIR, _REPO_ROOT, PACKAGED_LIBRARY, c_strings, error_for, ffi, lib, runtime
 from .actor_mesh import StopState
 from .proc_mesh import ProcMesh
 from .shape import owned_shape
@@ -176,9 +177,19 @@ class HostMesh:
         return f"<HostMesh {self._extent}>"
 
 
+def _installed_cli_candidates() -> list[str]:
+    """Where installing the package put its ``monarch`` CLI: the scripts
+    directory of this interpreter's environment (or of the user's, for
+    ``pip install --user``). Empty when running from the source tree."""
+    if not os.path.exists(os.path.join(_PKG_DIR, PACKAGED_LIBRARY)):
+        return []
+    schemes = [sysconfig.get_default_scheme(), sysconfig.get_preferred_scheme("user")]
+    return [os.path.join(sysconfig.get_path("scripts", scheme), "monarch") for scheme in schemes]
+
+
 def monarch_binary() -> str:
     """Path of the ``monarch`` CLI (which runs ``monarch worker``): from
-    ``$MONARCH_BIN``; else the one bundled in the installed package; else
+    ``$MONARCH_BIN``; else the one installed with the package; else
     ``<repo>/target/release/monarch`` when running from the source tree;
     else ``monarch`` on ``PATH``. FileNotFoundError if there is none."""
     env = os.environ.get("MONARCH_BIN")
@@ -186,14 +197,14 @@ def monarch_binary() -> str:
         if not (os.path.isfile(env) and os.access(env, os.X_OK)):
             raise FileNotFoundError(f"MONARCH_BIN={env!r} is not an executable file")
         return env
-    for cand in (os.path.join(_PKG_DIR, "bin", "monarch"), os.path.join(_REPO_ROOT, "target", "release", "monarch")):
+    for cand in (*_installed_cli_candidates(), os.path.join(_REPO_ROOT, "target", "release", "monarch")):
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     found = shutil.which("monarch")
     if found:
         return found
     raise FileNotFoundError(
-        "cannot find the monarch binary: set MONARCH_BIN, install the package (it bundles one), "
+        "cannot find the monarch binary: set MONARCH_BIN, install the package (it installs one), "
         "or build it with `cargo build --release -p monarch-cli` in the source tree"
     )
 

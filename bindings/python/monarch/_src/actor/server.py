@@ -48,7 +48,9 @@ buffers):
   event is handled at once. Inside a task, ``current_rank()``/``context()``
   come from a context variable set for that task.
 
-Events are handled one at a time, in order of arrival.
+Events are handled one at a time, in order of arrival. An answer that
+cannot be delivered (its caller's proc is gone) is logged, and the proc
+serves on.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
-from ..._lib import ERR_STOPPED, ERR_TIMEOUT, check, ffi, lib, take_buffer
+from ..._lib import ERR_STOPPED, ERR_TIMEOUT, check, error_for, ffi, lib, take_buffer
 from .actor_mesh import Actor
 from .context import current_frame, message_point
 from .endpoint import is_async, is_endpoint, is_raw
@@ -122,6 +124,22 @@ class Hosted:
 
 def _format_exc(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def _replied(status: int) -> None:
+    """The status of sending an answer. An answer that cannot be delivered
+    (typically its caller's proc is gone) is logged, and this proc serves
+    on: a dead caller must not take a healthy proc down with it."""
+    if status:
+        sys.stderr.write(f"monarch: cannot deliver a reply: {error_for(status)}\n")
+
+
+def _port_exception(port: Port, exc: BaseException) -> None:
+    """Answer ``port`` with ``exc``; logged when that cannot be delivered."""
+    try:
+        port.exception(exc)
+    except Exception as e:  # noqa: BLE001 - the caller is gone
+        sys.stderr.write(f"monarch: cannot answer through a reply port: {e}\n{_format_exc(exc)}")
 
 
 def _take_port(ev) -> Port:
@@ -193,12 +211,12 @@ class Server:
         st = _event_reply(ev, arr, len(parts))
         del keep
         if st:
-            check(st)
+            _replied(st)
 
     def _reply_raw(self, ev, result, method: bytes):
         """Answer a raw endpoint: its result as the reply's parts."""
         if result is None:
-            check(_event_reply(ev, _EMPTY_PARTS, 0))
+            _replied(_event_reply(ev, _EMPTY_PARTS, 0))
             return
         parts = result if isinstance(result, (list, tuple)) else [result]
         if any(isinstance(p, str) for p in parts):
@@ -206,7 +224,7 @@ class Server:
                 f"raw endpoint {method.decode()!r} must return bytes-like, a list of them, or None; got str"
             )
         arr, keep = to_c_parts(parts)
-        check(_event_reply(ev, arr, len(parts)))
+        _replied(_event_reply(ev, arr, len(parts)))
         del keep
 
     def _reply_err(self, ev, exc: BaseException, what: str = ""):
@@ -219,7 +237,7 @@ class Server:
             parts = dumps(None)
         arr, keep = to_c_parts(parts)
         msg = text.encode("utf-8", "replace").replace(b"\0", b"")
-        check(_event_reply_error(ev, msg, arr, len(parts)))
+        _replied(_event_reply_error(ev, msg, arr, len(parts)))
         del keep
 
     def _wants_reply(self, ev) -> bool:
@@ -322,7 +340,7 @@ class Server:
         finally:
             current.event, current.actor = prev_event, prev_actor
         self.actors[key] = hosted
-        check(_event_reply(ev, _EMPTY_PARTS, 0))
+        _replied(_event_reply(ev, _EMPTY_PARTS, 0))
 
     def _message(self, ev, h) -> None:
         """Handle a message event described by header ``h``; frees ``ev``
@@ -398,7 +416,7 @@ class Server:
                 return
         st = _reply_one_and_free(ev, data, len(data))
         if st:
-            check(st)
+            _replied(st)
 
     def _message_slow(self, ev, key: bytes, method: bytes, owner_box):
         hosted = self.actors.get(key)
@@ -473,7 +491,7 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            port.exception(exc)
+            _port_exception(port, exc)
 
     def _endpoint(self, hosted: Hosted, method: bytes):
         name = method.decode()
@@ -504,12 +522,12 @@ class Server:
             finally:
                 current.event, current.actor = prev_event, prev_actor
         if handled:
-            check(_event_reply(ev, _EMPTY_PARTS, 0))
+            _replied(_event_reply(ev, _EMPTY_PARTS, 0))
         elif exc is not None:
             self._reply_err(ev, exc, f"__supervise__ of actor {key.decode()!r} raised on {failure.report()}\n")
         else:
             msg = f"actor {key.decode()!r} did not handle: {failure.report()}".encode("utf-8", "replace")
-            check(_event_reply_error(ev, msg.replace(b"\0", b""), _EMPTY_PARTS, 0))
+            _replied(_event_reply_error(ev, msg.replace(b"\0", b""), _EMPTY_PARTS, 0))
 
     def _cleanup_all(self):
         """The proc is stopping: run every actor's ``__cleanup__``."""
@@ -551,7 +569,7 @@ class Server:
                 self._reply_err(ev, exc, "__cleanup__ raised:")
             return
         if self._wants_reply(ev):
-            check(_event_reply(ev, _EMPTY_PARTS, 0))
+            _replied(_event_reply(ev, _EMPTY_PARTS, 0))
 
 
 def _answer_port(port, f, explicit):
@@ -563,10 +581,7 @@ def _answer_port(port, f, explicit):
         elif not explicit:
             port.send(f.result())
     except BaseException as e:  # noqa: BLE001 - e.g. an unpicklable result
-        try:
-            port.exception(e)
-        except BaseException:  # noqa: BLE001
-            sys.stderr.write(f"monarch: cannot answer a concurrent endpoint:\n{_format_exc(e)}")
+        _port_exception(port, e)
 
 
 def _takes_arg(fn) -> bool:

@@ -1,4 +1,4 @@
-/* A tiny C plugin for `monarch worker --plugin` (test_native.py compiles it
+/* A tiny C plugin for `monarch worker --plugin` (test_c_plugin.py compiles it
  * with `cc` against bindings/cpp/include/monarch/plugin.h; no CMake).
  *
  * Type "CCounter": constructed from an optional 8-byte little-endian i64

@@ -1,0 +1,396 @@
+//! What a failure sets off across the parts of the runtime: a proc lost
+//! (it exited, its connection or its host was lost, or it stopped
+//! answering heartbeats) fails the reply slots it owed, is recorded in
+//! `Supervision` and reported to its mesh's owner; an actor failing here
+//! is reported to the proc that spawned it; a supervision event goes to
+//! its owner (an actor's event queue or the top level). Also the
+//! heartbeat rounds that find hung procs.
+//!
+//! The decisions on each part's own state are that part's methods
+//! (`Supervision`, `Heartbeat`, `RemoteProcs`, `Children`, `Peers`,
+//! `ReplyPorts`); this file only connects them.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::remote::{self, RemoteProc};
+use super::{heartbeat, ActorState, Answer, Event, EventKind, Inner, Runtime};
+use crate::error::{Error, ErrorKind};
+use crate::process::{Child, ExitInfo};
+use crate::supervision::{FailureCause, SupervisionEvent};
+use crate::value::PointValue;
+use crate::wire::{Envelope, Kind};
+
+/// Losing procs and connections.
+impl Inner {
+    /// Whether proc `addr`'s end is expected (it, or this runtime, is
+    /// being stopped): then it is no failure.
+    pub(super) fn is_stopping(&self, addr: &str) -> bool {
+        self.lifecycle.is_shutting_down() || self.supervision.is_stopping(addr)
+    }
+
+    /// A local child exited (its reaper thread calls this).
+    pub(super) fn child_exited(&self, child: &Child, exit: &ExitInfo) {
+        tracing::debug!(addr = %child.addr, %exit, "proc exited");
+        child.ready.complete(Err(Error::new(
+            ErrorKind::ProcFailed,
+            format!("proc {} {exit} before it was ready", child.addr),
+        )));
+        self.children.take_ready(&child.addr);
+        // Recorded first, so a call made once this one failed fails at once.
+        self.child_failed(child, exit);
+        self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
+    }
+
+    /// A child proc has exited: unless it was being stopped, its rank of
+    /// every proc mesh holding it has failed (idempotent).
+    fn child_failed(&self, child: &Child, exit: &ExitInfo) {
+        if self.is_stopping(&child.addr) {
+            return;
+        }
+        let (cause, code) = if self.heartbeat.is_lost(&child.addr) {
+            (FailureCause::HeartbeatLost, 0)
+        } else {
+            match exit {
+                ExitInfo::Code(c) => (FailureCause::ExitCode, *c),
+                ExitInfo::Signal(s) => (FailureCause::Signal, *s),
+            }
+        };
+        let how = if cause == FailureCause::HeartbeatLost {
+            format!(
+                "stopped answering heartbeats for {:?} and was killed",
+                heartbeat::timeout()
+            )
+        } else {
+            exit.to_string()
+        };
+        self.proc_failed(&child.addr, cause, code, &how);
+    }
+
+    /// Proc `addr` (local, or started by a host agent) has failed, `how`
+    /// saying in words: unless it was being stopped, its rank of every
+    /// proc mesh holding it has failed (idempotent).
+    fn proc_failed(&self, addr: &str, cause: FailureCause, code: i32, how: &str) {
+        if self.is_stopping(addr) {
+            return;
+        }
+        for ev in self.supervision.proc_failed(addr, cause, code, how) {
+            tracing::debug!(report = %ev.report, "supervision: proc failed");
+            self.route(ev);
+        }
+    }
+
+    /// The connection to `peer` ended: fail every reply slot it still owed.
+    pub(super) fn peer_lost(&self, peer: &str, reason: String) {
+        // When `peer` is a host agent, every proc on its host is lost too.
+        for (addr, p) in self.remote.of_agent(peer) {
+            if !p.exit.is_ready() {
+                let how = format!("is unreachable: its host {peer} was lost ({reason})");
+                self.remote_ended(&addr, &p, FailureCause::ConnectionLost, 0, &how);
+            }
+        }
+        if let Some(p) = self.remote.get(peer) {
+            // Prefer how the proc ended, as its agent reports it.
+            if p.exit.wait(Some(Duration::from_millis(500))) {
+                self.fail_peer_slots(peer, &p.exit.peek().unwrap_or_default());
+            }
+        }
+        let child = self.children.get(peer);
+        let why = match child {
+            // Prefer the exit status to "connection closed" when we can get it.
+            Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
+                if let Some(exit) = c.exit.peek() {
+                    self.child_failed(&c, &exit);
+                }
+                format!(
+                    "proc {peer} {}",
+                    c.exit.peek().map(|e| e.to_string()).unwrap_or_default()
+                )
+            }
+            _ => format!("lost connection to proc {peer}: {reason}"),
+        };
+        self.fail_peer_slots(peer, &why);
+        if self.id.controller.as_deref() == Some(peer) {
+            // Our controller is gone: stop, and make sure we really exit.
+            tracing::warn!("controller connection lost; stopping this proc");
+            self.push_event(Event::stop_proc());
+            let _ = std::thread::Builder::new()
+                .name("monarch-watchdog".into())
+                .spawn(|| {
+                    std::thread::sleep(Duration::from_secs(5));
+                    // SAFETY: terminating the process is the point.
+                    unsafe { libc::_exit(1) };
+                });
+        }
+    }
+
+    /// Fail the reply slots `peer` owed (ours and our relays'), `why`
+    /// saying how it was lost.
+    pub(super) fn fail_peer_slots(&self, peer: &str, why: &str) {
+        let owed = self.ports.owed_by(peer);
+        // Routes avoid lost procs; a proc being stopped (its mesh is going
+        // away) is not recorded, so the set holds only failed procs of
+        // meshes not yet stopped (`Peers::forget_lost`) instead of growing
+        // forever.
+        if !self.is_stopping(peer) {
+            self.peers.mark_lost(peer);
+        }
+        if let Some(me) = self.me.upgrade() {
+            me.relay_peer_lost(peer, why);
+        }
+        for o in owed {
+            let value = if o.relayed {
+                // A point the lost proc was to forward a cast to.
+                PointValue::error(format!("{why} (it was forwarding this cast to this point)"))
+            } else {
+                PointValue::error(why)
+            };
+            self.fill(o.port, o.slot, value);
+        }
+    }
+
+    /// A frame for the controller's `CONTROL_ACTOR` from the agent `peer`.
+    pub(super) fn on_agent_message(&self, peer: &str, env: &Envelope, parts: &[Vec<u8>]) {
+        if let Some(e) = self.remote.on_report(peer, &env.method, parts) {
+            self.remote_ended(&e.addr, &e.proc, e.cause, e.code, &e.how);
+        }
+    }
+
+    /// A remote proc is gone (`how`: in words, without the address).
+    fn remote_ended(&self, addr: &str, p: &RemoteProc, cause: FailureCause, code: i32, how: &str) {
+        let why = format!("proc {addr} {how}");
+        // Recorded first, so a call made once this one failed fails at once.
+        self.proc_failed(addr, cause, code, how);
+        p.exit.complete(why.clone());
+        if let Some(r) = self.children.take_ready(addr) {
+            r.complete(Err(Error::new(ErrorKind::ProcFailed, why.clone())));
+        }
+        self.fail_peer_slots(addr, &why);
+    }
+}
+
+/// Supervision events: raising and routing them.
+impl Inner {
+    /// An actor hosted here failed with nobody waiting (an endpoint raised
+    /// under broadcast, or its supervisor did not handle a failure): mark it
+    /// failed and report it to the proc that spawned it.
+    pub(super) fn actor_failed(
+        self: &Arc<Self>,
+        key: &str,
+        cause: FailureCause,
+        report: &str,
+        payload: Vec<u8>,
+        caused_by: Option<SupervisionEvent>,
+    ) {
+        self.actors.set(key, ActorState::Failed(report.to_string()));
+        let here = &self.id.addr;
+        match self
+            .supervision
+            .actor_failure(here, key, cause, report, payload, caused_by)
+        {
+            Some((spawner, ev)) => self.send_supervise(&spawner, &ev),
+            None => {
+                tracing::error!(actor = %key, error = %report, "unhandled failure of an actor with no known owner")
+            }
+        }
+    }
+
+    /// A message nobody waits for could not be delivered to `key` here:
+    /// tell its sender.
+    pub(super) fn undeliverable(self: &Arc<Self>, sender: &str, key: &str, why: &str) {
+        let ev = self.supervision.undeliverable(&self.id.addr, key, why);
+        self.send_supervise(sender, &ev);
+    }
+
+    fn send_supervise(self: &Arc<Self>, to: &str, ev: &SupervisionEvent) {
+        let mut env = Envelope::new(Kind::Supervise);
+        env.sender = self.id.addr.clone();
+        env.actor = ev.actor.clone();
+        let bytes = ev.encode();
+        // May run on a reading thread: never block on a full socket.
+        if let Err(e) = self.send(to, &env, &[&bytes], crate::conn::Defer::Yes) {
+            tracing::error!(to, error = %e, report = %ev.report, "cannot deliver a supervision event; logged here instead");
+        }
+    }
+
+    /// A `Supervise` frame arrived from `peer`.
+    pub(super) fn on_supervise(&self, peer: &str, parts: &[Vec<u8>]) {
+        if let Some(ev) = self.supervision.received(peer, parts) {
+            self.route(ev);
+        }
+    }
+
+    /// Deliver an event to its owner: an actor hosted here, or the top level.
+    fn route(&self, ev: SupervisionEvent) {
+        let owner_alive = !ev.owner.is_empty() && self.actors.is_alive(&ev.owner);
+        if owner_alive {
+            let bytes = ev.encode();
+            self.push_event(Event {
+                kind: EventKind::Supervise,
+                actor: ev.owner.clone(),
+                method: String::new(),
+                type_name: String::new(),
+                parts: vec![bytes],
+                message_rank: 0,
+                shape: None,
+                reply: None,
+                answered: false,
+                rt: self.me.clone(),
+            });
+            return;
+        }
+        if !ev.owner.is_empty() {
+            tracing::warn!(owner = %ev.owner, "owner of a failed mesh is gone; reporting to the top level");
+        }
+        self.supervision.push_top_level(ev);
+        self.notifier.signal();
+    }
+
+    /// The binding answered a `Supervise` event: OK = handled; an error
+    /// escalates (the owner actor fails, reported to its own owner).
+    pub(super) fn supervise_answered(self: &Arc<Self>, ev: &Event, result: &Answer<'_>) {
+        let Err((msg, parts)) = result else {
+            return;
+        };
+        let cause = ev
+            .parts
+            .first()
+            .and_then(|p| SupervisionEvent::decode(p).ok());
+        let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
+        self.actor_failed(
+            &ev.actor,
+            FailureCause::SupervisorFailed,
+            msg,
+            payload,
+            cause,
+        );
+    }
+
+    /// Stop the procs of meshes owned by `owner` (all children of this
+    /// process when None), then queue `ev`: children stop before their
+    /// owner's own stop is handled.
+    pub(super) fn stop_owned_then(self: &Arc<Self>, owner: Option<&str>, ev: Event) {
+        let addrs: Vec<String> = match owner {
+            None => self.children.addrs(),
+            Some(o) => self.supervision.procs_owned_by(o),
+        };
+        let live = self.children.running_among(addrs);
+        if live.is_empty() {
+            self.push_event(ev);
+            return;
+        }
+        let me = self.clone();
+        let started = std::thread::Builder::new()
+            .name("monarch-stop".into())
+            .spawn(move || {
+                Runtime { inner: me.clone() }.stop_procs(&live, super::STOP_CHILDREN_GRACE);
+                me.push_event(ev);
+            });
+        if let Err(e) = started {
+            tracing::error!(error = %e, "cannot start a stop thread");
+        }
+    }
+}
+
+/// Heartbeat rounds.
+impl Inner {
+    /// Start probing the procs this process started (once; no-op when off).
+    pub(super) fn start_heartbeat(self: &Arc<Self>) {
+        let Some(t) = heartbeat::timeout() else {
+            return;
+        };
+        if !self.heartbeat.claim_start() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let r = std::thread::Builder::new()
+            .name("monarch-heartbeat".into())
+            .spawn(move || heartbeat_loop(weak, t));
+        if let Err(e) = r {
+            tracing::error!(error = %e, "cannot start the heartbeat thread");
+            self.heartbeat.start_failed();
+        }
+    }
+
+    /// One round over local children: kill hung ones (their exit is then
+    /// reported as HeartbeatLost), probe the others.
+    fn heartbeat_round(&self, timeout: Duration) {
+        let children: Vec<_> = self.children.all();
+        self.heartbeat.retain(|addr| {
+            children
+                .iter()
+                .any(|c| c.addr == addr && !c.exit.is_ready())
+                || self.remote.is_live(addr)
+        });
+        let ready = children
+            .iter()
+            .filter(|c| !c.exit.is_ready() && c.ready.peek().is_some_and(|r| r.is_ok()))
+            .map(|c| c.addr.clone());
+        let checked = self.heartbeat.check(ready, timeout);
+        for addr in &checked.hung {
+            if let Some(c) = children.iter().find(|c| &c.addr == addr) {
+                tracing::warn!(addr = %c.addr, ?timeout, "proc stopped answering heartbeats; killing it");
+                c.kill();
+            }
+        }
+        self.probe(&checked.live);
+    }
+
+    /// One round over procs started by host agents: probe those that said
+    /// Ready; one silent for `timeout` (hung, or behind a cut link) is
+    /// declared failed with cause HeartbeatLost, and its agent is asked to
+    /// kill it.
+    fn remote_heartbeat_round(&self, timeout: Duration) {
+        let targets: Vec<(String, Arc<RemoteProc>)> = self
+            .remote
+            .running()
+            .into_iter()
+            .filter(|(a, _)| !self.children.is_starting(a))
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let checked = self
+            .heartbeat
+            .check(targets.iter().map(|(a, _)| a.clone()), timeout);
+        self.probe(&checked.live);
+        for addr in checked.hung {
+            let Some((_, p)) = targets.iter().find(|(a, _)| *a == addr) else {
+                continue;
+            };
+            tracing::warn!(%addr, ?timeout, "remote proc stopped answering heartbeats; asking its agent to kill it");
+            if let Some(conn) = self.peers.get(&p.agent) {
+                let kill = remote::kill_request(&self.id.addr, &addr);
+                self.buffer_small(&conn, &kill, &[addr.as_bytes()]);
+            }
+            let how = format!(
+                "stopped answering heartbeats for {timeout:?} (hung, or its host is cut off)"
+            );
+            self.remote_ended(&addr, p, FailureCause::HeartbeatLost, 0, &how);
+        }
+    }
+
+    /// Send a heartbeat to each of `addrs` that is connected.
+    fn probe(&self, addrs: &[String]) {
+        let mut env = Envelope::new(Kind::Heartbeat);
+        env.sender = self.id.addr.clone();
+        for addr in addrs {
+            if let Some(conn) = self.peers.get(addr) {
+                self.buffer_small(&conn, &env, &[]);
+            }
+        }
+    }
+}
+
+fn heartbeat_loop(rt: Weak<Inner>, timeout: Duration) {
+    let every = heartbeat::interval(timeout);
+    loop {
+        std::thread::sleep(every);
+        let Some(inner) = rt.upgrade() else { return };
+        if inner.lifecycle.is_stopped() {
+            return;
+        }
+        inner.heartbeat_round(timeout);
+        inner.remote_heartbeat_round(timeout);
+    }
+}
