@@ -1,5 +1,6 @@
 /* Limits on arguments: negative timeouts, names, dimension names, mesh
  * sizes and RDMA ranges are refused before anything reaches a proc. */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
