@@ -54,11 +54,5 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<crate::geometry::GeometryError> for Error {
-    fn from(e: crate::geometry::GeometryError) -> Error {
-        Error::invalid(e.0)
-    }
-}
-
 /// A result with the runtime's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

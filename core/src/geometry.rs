@@ -15,6 +15,12 @@ use crate::limits;
 #[error("{0}")]
 pub struct GeometryError(pub String);
 
+impl From<GeometryError> for crate::error::Error {
+    fn from(e: GeometryError) -> Self {
+        crate::error::Error::invalid(e.0)
+    }
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, GeometryError> {
     Err(GeometryError(msg.into()))
 }
