@@ -32,6 +32,11 @@ impl Inner {
     /// A local child exited (its reaper thread calls this).
     pub(super) fn child_exited(&self, child: &Child, exit: &ExitInfo) {
         tracing::debug!(addr = %child.addr, %exit, "proc exited");
+        // A proc that was killed could not remove its socket file; nothing
+        // listens there any more. Removed before its loss is reported.
+        if let Ok(path) = super::unix_path(&child.addr) {
+            let _ = std::fs::remove_file(path);
+        }
         child.ready.complete(Err(Error::new(
             ErrorKind::ProcFailed,
             format!("proc {} {exit} before it was ready", child.addr),
