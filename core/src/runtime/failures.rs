@@ -277,6 +277,8 @@ impl Inner {
     pub(super) fn stop_owned_then(self: &Arc<Self>, owner: Option<&str>, ev: Event) {
         let addrs: Vec<String> = match owner {
             None => self.children.addrs(),
+            // The empty key is the top level's: no actor owns its meshes.
+            Some("") => Vec::new(),
             Some(o) => self.supervision.procs_owned_by(o),
         };
         let live = self.children.running_among(addrs);
