@@ -268,10 +268,16 @@ mod tests {
         // loopback for readers on this host.
         let (tls, advertised) = listen_tcp("unix:/tmp/p1.sock").unwrap();
         let bound: Vec<_> = tls.iter().map(|l| l.local_addr().unwrap()).collect();
-        assert!(bound.iter().all(|a| !a.ip().is_unspecified()), "bound to {bound:?}");
+        assert!(
+            bound.iter().all(|a| !a.ip().is_unspecified()),
+            "bound to {bound:?}"
+        );
         assert_eq!(bound[0].ip().to_string(), advertised);
         assert!(bound.iter().any(|a| a.ip().is_loopback()), "{bound:?}");
-        assert!(bound.iter().all(|a| a.port() == bound[0].port()), "{bound:?}");
+        assert!(
+            bound.iter().all(|a| a.port() == bound[0].port()),
+            "{bound:?}"
+        );
         // A control plane on every interface does not widen the data plane.
         assert_eq!(control_plane_ip("tcp:0.0.0.0:4000"), None);
     }

@@ -48,13 +48,14 @@ fn frames_for_the_empty_actor_key_are_refused() {
         let why = forged_answer(&peer, &victim, kind);
         assert!(why.contains("empty key"), "{kind:?}: {why}");
         assert!(
-            victim
-                .next_event(Some(Duration::from_millis(200)))
-                .is_err(),
+            victim.next_event(Some(Duration::from_millis(200))).is_err(),
             "{kind:?} for the empty key became an event"
         );
     }
-    assert!(victim.is_connected(peer.addr()), "the connection was dropped");
+    assert!(
+        victim.is_connected(peer.addr()),
+        "the connection was dropped"
+    );
     peer.shutdown();
     victim.shutdown();
 }
@@ -68,7 +69,9 @@ fn a_mesh_reference_with_the_empty_key_is_refused() {
         procs: vec![rt.addr().to_string()],
         shape: Shape::new(&[("gpus", 1)]).unwrap(),
     };
-    let e = ActorMesh::from_ref(&rt, &r.encode()).err().expect("refused");
+    let e = ActorMesh::from_ref(&rt, &r.encode())
+        .err()
+        .expect("refused");
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e:?}");
     assert!(e.message.contains("empty actor key"), "{}", e.message);
     r.key = "c.1".into();
