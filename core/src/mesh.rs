@@ -246,6 +246,13 @@ impl ActorMesh {
     /// Rebuild a mesh from a reference received in a message.
     pub fn from_ref(rt: &Runtime, bytes: &[u8]) -> Result<ActorMesh> {
         let r = ActorMeshRef::decode(bytes).map_err(|e| Error::invalid(e.to_string()))?;
+        // The empty key names no actor: a stop sent for it is refused by
+        // every proc, so such a reference is refused here, at once.
+        if r.key.is_empty() {
+            return Err(Error::invalid(
+                "actor mesh reference has the empty actor key, which names no actor",
+            ));
+        }
         Ok(ActorMesh::new(rt.clone(), r))
     }
 

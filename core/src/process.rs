@@ -220,42 +220,106 @@ pub fn spawn_child_with(
 pub struct SocketDir {
     /// The directory.
     pub path: PathBuf,
+    /// A private parent made with `mkdtemp` when the shared one could not be
+    /// trusted; removed with `path`.
+    private_root: Option<PathBuf>,
 }
 
 impl SocketDir {
     /// Create `<base>/monarch-<uid>/<pid>-<random>` with mode 0700, after
-    /// removing directories left by processes that no longer exist.
+    /// removing directories left by processes that no longer exist. The base
+    /// is `$MONARCH_SOCKET_DIR`, else `/tmp`.
     pub fn create(random: &str) -> Result<SocketDir> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         let base = std::env::var_os("MONARCH_SOCKET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/tmp"));
+        Self::create_in(&base, random)
+    }
+
+    /// `create` under `base`. A `monarch-<uid>` that is not a directory of
+    /// ours with mode 0700 (another local user may have made it first) is
+    /// left alone: the sockets go to a fresh private `mkdtemp` directory
+    /// instead, with a warning naming both.
+    pub(crate) fn create_in(base: &Path, random: &str) -> Result<SocketDir> {
+        use std::os::unix::fs::DirBuilderExt;
         // SAFETY: getuid cannot fail.
         let uid = unsafe { libc::getuid() };
-        let root = base.join(format!("monarch-{uid}"));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&root)
-            .map_err(|e| Error::io(&format!("cannot create {}", root.display()), e))?;
-        let meta = std::fs::metadata(&root).map_err(|e| Error::io("stat socket dir", e))?;
-        if meta.permissions().mode() & 0o077 != 0 {
-            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| Error::io("chmod socket dir", e))?;
+        let shared = base.join(format!("monarch-{uid}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&shared) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(&format!("cannot create {}", shared.display()), e)),
         }
-        remove_stale(&root);
+        let (root, private_root) = match untrusted_reason(&shared, uid) {
+            None => {
+                remove_stale(&shared);
+                (shared, None)
+            }
+            Some(why) => {
+                let private = make_private_dir(base, uid)?;
+                tracing::warn!(
+                    shared = %shared.display(),
+                    private = %private.display(),
+                    "socket directory {} {why}; using {} instead",
+                    shared.display(),
+                    private.display()
+                );
+                (private.clone(), Some(private))
+            }
+        };
         let path = root.join(format!("{}-{}", std::process::id(), random));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
             .map_err(|e| Error::io(&format!("cannot create {}", path.display()), e))?;
-        Ok(SocketDir { path })
+        Ok(SocketDir { path, private_root })
     }
+}
+
+/// Why `dir` cannot hold our sockets: not a real directory, not ours, or
+/// open to others. `None` when it can.
+fn untrusted_reason(dir: &Path, uid: libc::uid_t) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot be examined ({e})")),
+    };
+    if !meta.file_type().is_dir() {
+        return Some("is not a directory".into());
+    }
+    if meta.uid() != uid {
+        return Some(format!("is owned by uid {}, not {uid}", meta.uid()));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        return Some(format!("has mode {:o}, not 700", meta.mode() & 0o777));
+    }
+    None
+}
+
+/// A new directory `<base>/monarch-<uid>-XXXXXX` of mode 0700.
+fn make_private_dir(base: &Path, uid: libc::uid_t) -> Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let template = base.join(format!("monarch-{uid}-XXXXXX"));
+    let mut bytes = template.as_os_str().as_bytes().to_vec();
+    bytes.push(0);
+    // SAFETY: `bytes` is a NUL-terminated template that mkdtemp fills in place.
+    let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if made.is_null() {
+        return Err(Error::io(
+            &format!("cannot create {}", template.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    bytes.pop();
+    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
 }
 
 impl Drop for SocketDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        if let Some(root) = &self.private_root {
+            let _ = std::fs::remove_dir_all(root);
+        }
     }
 }
 
@@ -285,6 +349,66 @@ fn remove_stale(root: &Path) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A scratch base directory, removed at the end of the test.
+    struct Base(PathBuf);
+    impl Drop for Base {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch_base(tag: &str) -> Base {
+        let p = std::env::temp_dir().join(format!("sockdir-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Base(p)
+    }
+
+    fn shared_of(base: &Path) -> PathBuf {
+        // SAFETY: getuid cannot fail.
+        base.join(format!("monarch-{}", unsafe { libc::getuid() }))
+    }
+
+    #[test]
+    fn socket_dir_uses_the_shared_directory_when_it_is_ours() {
+        let base = scratch_base("ours");
+        let dir = SocketDir::create_in(&base.0, "abcd").unwrap();
+        assert_eq!(dir.path.parent(), Some(shared_of(&base.0).as_path()));
+        assert!(dir.private_root.is_none());
+    }
+
+    #[test]
+    fn socket_dir_falls_back_when_the_shared_one_is_open_or_not_ours() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let base = scratch_base("hostile");
+        let shared = shared_of(&base.0);
+        std::fs::create_dir(&shared).unwrap();
+        // Another user's directory that lets anyone in: mode 0777, and owned
+        // by nobody where the test may chown (as root).
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let shared_c = std::ffi::CString::new(shared.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path; failure (not root) leaves the mode check.
+        let chowned = unsafe { libc::chown(shared_c.as_ptr(), 65534, 65534) } == 0;
+        let dir = SocketDir::create_in(&base.0, "abcd").unwrap();
+        let private = dir.private_root.clone().expect("a private directory");
+        assert_ne!(dir.path.parent(), Some(shared.as_path()));
+        assert_eq!(dir.path.parent(), Some(private.as_path()));
+        let meta = std::fs::metadata(&private).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        // SAFETY: getuid cannot fail.
+        assert_eq!(meta.uid(), unsafe { libc::getuid() });
+        drop(dir);
+        assert!(!private.exists(), "the private directory is removed");
+        if chowned {
+            // Ours but 0777 is refused too, not only another owner's.
+            std::fs::remove_dir(&shared).unwrap();
+            std::fs::create_dir(&shared).unwrap();
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let dir = SocketDir::create_in(&base.0, "abcd").unwrap();
+            assert!(dir.private_root.is_some());
+        }
+    }
 
     #[test]
     fn children_ignore_sigint() {

@@ -50,6 +50,8 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 #[cfg(test)]
 mod connect_tests;
 #[cfg(test)]
+mod empty_key_tests;
+#[cfg(test)]
 mod spin_hint_tests;
 mod supervise;
 

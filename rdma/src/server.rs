@@ -25,13 +25,17 @@ pub struct Server {
 }
 
 /// The address peers on other hosts should use to reach this one:
-/// `MONARCH_RDMA_HOST` if set, else the address of the interface holding
-/// the default route, else loopback.
-fn advertised_ip() -> String {
+/// `MONARCH_RDMA_HOST` if set, else the IP of this proc's control-plane TCP
+/// address `owner` (where its peers already reach it), else the address of
+/// the interface holding the default route, else loopback.
+fn advertised_ip(owner: &str) -> String {
     if let Ok(h) = std::env::var("MONARCH_RDMA_HOST") {
         if !h.is_empty() {
             return h;
         }
+    }
+    if let Some(ip) = control_plane_ip(owner) {
+        return ip.to_string();
     }
     // A UDP "connect" sends nothing; it only picks the outgoing interface.
     std::net::UdpSocket::bind("0.0.0.0:0")
@@ -41,6 +45,45 @@ fn advertised_ip() -> String {
         })
         .map(|a| a.ip().to_string())
         .unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+/// The IP of `owner` when it is a TCP address bound to one interface.
+fn control_plane_ip(owner: &str) -> Option<std::net::IpAddr> {
+    let sa: std::net::SocketAddr = owner.strip_prefix("tcp:")?.parse().ok()?;
+    (!sa.ip().is_unspecified()).then_some(sa.ip())
+}
+
+/// The TCP listeners of the data plane: one on `MONARCH_RDMA_BIND` if set,
+/// else on the advertised address only (never every interface unless
+/// asked), and, when that one is not on loopback already, one on
+/// 127.0.0.1 at the same port, where readers on this host connect. Returns
+/// them with the address to advertise.
+fn listen_tcp(owner: &str) -> std::io::Result<(Vec<TcpListener>, String)> {
+    let advertised = advertised_ip(owner);
+    let bind = std::env::var("MONARCH_RDMA_BIND")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| advertised.clone());
+    let bind_host = bind.trim_start_matches('[').trim_end_matches(']');
+    let mut last = None;
+    // The loopback port may be taken by another process: a few new ports.
+    for _ in 0..8 {
+        let tl = TcpListener::bind((bind_host, 0)).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot listen on {bind} (set MONARCH_RDMA_BIND to choose): {e}"),
+            )
+        })?;
+        let a = tl.local_addr()?;
+        if a.ip().is_loopback() || a.ip().is_unspecified() {
+            return Ok((vec![tl], advertised));
+        }
+        match TcpListener::bind(("127.0.0.1", a.port())) {
+            Ok(lo) => return Ok((vec![tl, lo], advertised)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("tried at least once"))
 }
 
 /// This process's server, started on first use (the first registration).
@@ -65,9 +108,8 @@ fn start() -> std::io::Result<Server> {
     let name = format!("monarch-rdma-{}-{tag}", std::process::id());
     let ua = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
     let ul = UnixListener::bind_addr(&ua)?;
-    let bind = std::env::var("MONARCH_RDMA_BIND").unwrap_or_else(|_| "0.0.0.0".into());
-    let tl = TcpListener::bind((bind.as_str(), 0))?;
-    let port = tl.local_addr()?.port();
+    let (tls, advertised) = listen_tcp(&identity::owner())?;
+    let port = tls[0].local_addr()?.port();
     std::thread::Builder::new()
         .name("monarch-rdma-unix".into())
         .spawn(move || {
@@ -78,26 +120,30 @@ fn start() -> std::io::Result<Server> {
                 }
             }
         })?;
-    std::thread::Builder::new()
-        .name("monarch-rdma-tcp".into())
-        .spawn(move || {
-            for s in tl.incoming() {
-                match s {
-                    Ok(s) => {
-                        let _ = s.set_nodelay(true);
-                        match Stream::tcp(s, true) {
-                            Ok(s) => serve(s),
-                            Err(e) => tracing::warn!(error = %e, "rdma tcp connection refused"),
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "rdma tcp accept failed"),
-                }
-            }
-        })?;
+    for tl in tls {
+        std::thread::Builder::new()
+            .name("monarch-rdma-tcp".into())
+            .spawn(move || accept_tcp(tl))?;
+    }
     Ok(Server {
         unix: format!("unix:@{name}"),
-        tcp: format!("{}:{port}", advertised_ip()),
+        tcp: format!("{advertised}:{port}"),
     })
+}
+
+fn accept_tcp(tl: TcpListener) {
+    for s in tl.incoming() {
+        match s {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                match Stream::tcp(s, true) {
+                    Ok(s) => serve(s),
+                    Err(e) => tracing::warn!(error = %e, "rdma tcp connection refused"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "rdma tcp accept failed"),
+        }
+    }
 }
 
 fn serve(s: Stream) {
@@ -203,5 +249,36 @@ fn handle(s: &mut Stream, req: &Request, held: &mut Held) -> std::io::Result<()>
             conn::send_status(s, &r.map_err(|e| e.message))
         }
         op => conn::send_status(s, &Err(format!("unknown data-plane request {op}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tcp_listener_binds_the_control_plane_address_not_every_interface() {
+        // (`MONARCH_RDMA_BIND`/`_HOST` unset: the defaults are tested.)
+        let (tls, advertised) = listen_tcp("tcp:127.0.0.1:4000").unwrap();
+        assert_eq!(tls.len(), 1);
+        let bound = tls[0].local_addr().unwrap();
+        assert_eq!(bound.ip(), std::net::IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(advertised, "127.0.0.1");
+        // A proc reached over a Unix socket: the advertised interface, and
+        // loopback for readers on this host.
+        let (tls, advertised) = listen_tcp("unix:/tmp/p1.sock").unwrap();
+        let bound: Vec<_> = tls.iter().map(|l| l.local_addr().unwrap()).collect();
+        assert!(
+            bound.iter().all(|a| !a.ip().is_unspecified()),
+            "bound to {bound:?}"
+        );
+        assert_eq!(bound[0].ip().to_string(), advertised);
+        assert!(bound.iter().any(|a| a.ip().is_loopback()), "{bound:?}");
+        assert!(
+            bound.iter().all(|a| a.port() == bound[0].port()),
+            "{bound:?}"
+        );
+        // A control plane on every interface does not widen the data plane.
+        assert_eq!(control_plane_ip("tcp:0.0.0.0:4000"), None);
     }
 }

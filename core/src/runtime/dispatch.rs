@@ -85,6 +85,20 @@ impl Inner {
                     port: env.reply_port,
                     slot: env.reply_slot,
                 });
+                if env.actor.is_empty() {
+                    // The empty key names no actor; a stop for it would
+                    // stand for the top level and stop every proc mesh.
+                    tracing::warn!(%peer, ?kind, "frame for the empty actor key refused");
+                    if let Some(to) = reply {
+                        let mut refused = Event::refusal(to, Arc::downgrade(self));
+                        let _ = self.answer_with(
+                            &mut refused,
+                            Err(("invalid actor key: the empty key names no actor", &[])),
+                            Some(Defer::Yes),
+                        );
+                    }
+                    return;
+                }
                 if kind == EventKind::Spawn {
                     self.supervision
                         .record_hosted(&env.actor, &env.sender, env.message_rank);

@@ -77,6 +77,23 @@ impl Event {
         }
     }
 
+    /// A frame refused before it became an event: only its error answer
+    /// goes back to `reply`, touching no actor's state.
+    pub(super) fn refusal(reply: ReplyTo, rt: Weak<Inner>) -> Event {
+        Event {
+            kind: EventKind::StopProc,
+            actor: String::new(),
+            method: String::new(),
+            type_name: String::new(),
+            parts: Vec::new(),
+            message_rank: 0,
+            shape: None,
+            reply: Some(reply),
+            answered: false,
+            rt,
+        }
+    }
+
     /// Answer: `Ok(parts)` or `Err((message, parts))`. Answering a Spawn
     /// marks the actor alive or failed; answering a StopActor removes it.
     pub fn reply(&mut self, result: Answer<'_>) -> Result<()> {

@@ -32,6 +32,11 @@ impl Inner {
     /// A local child exited (its reaper thread calls this).
     pub(super) fn child_exited(&self, child: &Child, exit: &ExitInfo) {
         tracing::debug!(addr = %child.addr, %exit, "proc exited");
+        // A proc that was killed could not remove its socket file; nothing
+        // listens there any more. Removed before its loss is reported.
+        if let Ok(path) = super::unix_path(&child.addr) {
+            let _ = std::fs::remove_file(path);
+        }
         child.ready.complete(Err(Error::new(
             ErrorKind::ProcFailed,
             format!("proc {} {exit} before it was ready", child.addr),
@@ -272,6 +277,8 @@ impl Inner {
     pub(super) fn stop_owned_then(self: &Arc<Self>, owner: Option<&str>, ev: Event) {
         let addrs: Vec<String> = match owner {
             None => self.children.addrs(),
+            // The empty key is the top level's: no actor owns its meshes.
+            Some("") => Vec::new(),
             Some(o) => self.supervision.procs_owned_by(o),
         };
         let live = self.children.running_among(addrs);

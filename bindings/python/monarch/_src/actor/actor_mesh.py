@@ -95,6 +95,11 @@ class ActorMesh(MeshTrait, Generic[A]):
         d["_name"] = name
         d["_states"] = states
         d["_shape_cache"] = None
+        if isinstance(endpoints, frozenset):
+            # An endpoint named like a mesh method is reached by its name;
+            # the mesh method stays reachable as ``ActorMesh.method(mesh)``.
+            for name in endpoints & _MESH_METHODS:
+                d[name] = EndpointRef(self, name, name in raw)
         return self
 
     def __getattr__(self, attr: str) -> EndpointRef[Any]:
@@ -197,6 +202,18 @@ class ActorMesh(MeshTrait, Generic[A]):
         self._states[0].stopped = True
         return Future(_gc(out[0], _future_free), convert_all, (self._shape, f"stopping {self._name}"))
 
+    @staticmethod
+    def check_endpoint_names(class_name: str, endpoints: frozenset) -> None:
+        """Refuse endpoint names an actor mesh cannot hand out: its private
+        attributes and its properties (an endpoint named like a mesh method
+        is fine: it takes that name on the mesh)."""
+        bad = sorted(endpoints & _MESH_RESERVED)
+        if bad:
+            raise TypeError(
+                f"actor class {class_name} has endpoints named {', '.join(bad)}: an actor mesh "
+                "uses these names itself; rename the endpoints"
+            )
+
     def __reduce__(self):
         out = _new("uint8_t **")
         n = _new("size_t *")
@@ -206,3 +223,15 @@ class ActorMesh(MeshTrait, Generic[A]):
 
     def __repr__(self) -> str:
         return f"<ActorMesh {self._name!r} of {self._class_name} {self._shape()}>"
+
+
+# Public methods of an actor mesh; an endpoint of the same name replaces them on its mesh.
+_MESH_METHODS = frozenset(
+    n for n in dir(ActorMesh) if not n.startswith("_") and not isinstance(getattr(ActorMesh, n), property)
+)
+# Names an endpoint cannot take: the mesh's own private attributes and its properties.
+_MESH_RESERVED = frozenset(
+    n
+    for n in dir(ActorMesh)
+    if (n.startswith("_") and not n.startswith("__")) or isinstance(getattr(ActorMesh, n), property)
+) | frozenset(("_h", "_class_name", "_endpoints", "_raw", "_name", "_states", "_shape_cache"))

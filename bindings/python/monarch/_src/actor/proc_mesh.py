@@ -56,7 +56,7 @@ def _stop_this_proc_actors() -> None:
         if mesh._states[0].stopped or not runtime_is_live():
             continue
         try:
-            mesh.stop().get(timeout=10)
+            ActorMesh.stop(mesh).get(timeout=10)
         except Exception as e:  # noqa: BLE001 (exiting: report, go on)
             sys.stderr.write(f"monarch: stopping actor mesh {mesh._name!r} at exit: {e}\n")
 
@@ -120,6 +120,7 @@ class ProcMesh(MeshTrait):
             raise ValueError("spawn() needs a non-empty mesh name")
         _check_no_nul("actor mesh name", name)
         check_endpoint_kinds(cls)
+        ActorMesh.check_endpoint_names(cls.__qualname__, endpoint_names(cls))
         self._check_live()
         try:
             parts = dumps((cls, args, kwargs), self.__len__)

@@ -341,7 +341,7 @@ class MeshTrait:
                 raise DimensionError(f"no dimension {dim!r} in mesh with dimensions {s.extent()}") from None
         n = 1
         for d in dim:
-            n *= self.size(d)
+            n *= MeshTrait.size(self, d)
         return n
 
     @property
