@@ -506,3 +506,33 @@ enum Replies<'a> {
     /// Someone's port.
     Port(&'a PortRef),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ActorMeshRef;
+
+    #[test]
+    fn a_mesh_reference_with_the_empty_key_is_refused() {
+        let rt = Runtime::listen_tcp(
+            "tcp:127.0.0.1:0",
+            std::net::IpAddr::from([127, 0, 0, 1]),
+            "empty-key-ref-test".to_string(),
+        )
+        .expect("listen on 127.0.0.1");
+        let mut r = ActorMeshRef {
+            name: "c".into(),
+            key: String::new(),
+            procs: vec![rt.addr().to_string()],
+            shape: Shape::new(&[("gpus", 1)]).unwrap(),
+        };
+        let e = ActorMesh::from_ref(&rt, &r.encode())
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e:?}");
+        assert!(e.message.contains("empty actor key"), "{}", e.message);
+        r.key = "c.1".into();
+        assert!(ActorMesh::from_ref(&rt, &r.encode()).is_ok());
+        rt.shutdown();
+    }
+}

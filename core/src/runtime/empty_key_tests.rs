@@ -7,8 +7,7 @@ use std::time::Duration;
 use super::Runtime;
 use crate::error::ErrorKind;
 use crate::geometry::Shape;
-use crate::mesh::ActorMesh;
-use crate::wire::{ActorMeshRef, Envelope, Kind};
+use crate::wire::{Envelope, Kind};
 
 fn agent(secret: &str) -> Runtime {
     Runtime::listen_tcp(
@@ -58,23 +57,4 @@ fn frames_for_the_empty_actor_key_are_refused() {
     );
     peer.shutdown();
     victim.shutdown();
-}
-
-#[test]
-fn a_mesh_reference_with_the_empty_key_is_refused() {
-    let rt = agent("empty-key-ref-test");
-    let mut r = ActorMeshRef {
-        name: "c".into(),
-        key: String::new(),
-        procs: vec![rt.addr().to_string()],
-        shape: Shape::new(&[("gpus", 1)]).unwrap(),
-    };
-    let e = ActorMesh::from_ref(&rt, &r.encode())
-        .err()
-        .expect("refused");
-    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e:?}");
-    assert!(e.message.contains("empty actor key"), "{}", e.message);
-    r.key = "c.1".into();
-    assert!(ActorMesh::from_ref(&rt, &r.encode()).is_ok());
-    rt.shutdown();
 }
