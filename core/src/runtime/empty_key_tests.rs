@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use super::Runtime;
-use crate::error::ErrorKind;
 use crate::geometry::Shape;
 use crate::wire::{Envelope, Kind};
 
