@@ -126,6 +126,9 @@ pub(crate) fn read_frame<R: io::Read>(r: &mut R) -> Result<Frame, FrameError> {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::wire::Kind;

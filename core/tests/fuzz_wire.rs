@@ -1,0 +1,476 @@
+//! Seeded, bounded fuzzing of what a peer can send: the flatbuffer
+//! decoders, the handshake, and a real runtime's TCP listener.
+//!
+//! Every input is random bytes or a mutation (bit flips, truncation,
+//! splices, overwritten length fields) of a valid encoding. The decoders
+//! must answer Ok or Err without panicking or making an allocation out of
+//! proportion to their input; the handshake must refuse; the runtime must
+//! survive and still serve a well-behaved peer.
+//!
+//! `MONARCH_FUZZ_CASES=N` multiplies the case counts (default 1);
+//! `MONARCH_FUZZ_SEED=S` replays a run (a failure prints its seed and case).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use flatbuffers::FlatBufferBuilder;
+use monarch_core::auth::{accept_handshake, connect_handshake};
+use monarch_core::geometry::Shape;
+use monarch_core::wire::{ActorMeshRef, Envelope, Kind};
+use monarch_core::{FailureCause, PortRef, Runtime, SupervisionEvent};
+
+/// The system allocator, remembering the largest single request per thread.
+struct PeakTracking;
+
+thread_local! {
+    static PEAK: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    let _ = PEAK.try_with(|p| {
+        if size > p.get() {
+            p.set(size)
+        }
+    });
+}
+
+unsafe impl GlobalAlloc for PeakTracking {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        note(l.size());
+        System.alloc(l)
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        note(l.size());
+        System.alloc_zeroed(l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        note(new);
+        System.realloc(p, l, new)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l)
+    }
+}
+
+#[global_allocator]
+static ALLOC: PeakTracking = PeakTracking;
+
+/// splitmix64: small, fast, and replayable from one seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn seed() -> u64 {
+    match std::env::var("MONARCH_FUZZ_SEED") {
+        Ok(s) => s.parse().expect("MONARCH_FUZZ_SEED is a u64"),
+        Err(_) => 0x6d6f_6e61_7263_6821,
+    }
+}
+
+/// `base` cases times the `MONARCH_FUZZ_CASES` multiplier.
+fn cases(base: usize) -> usize {
+    let m: usize = std::env::var("MONARCH_FUZZ_CASES")
+        .ok()
+        .map(|s| s.parse().expect("MONARCH_FUZZ_CASES is a count multiplier"))
+        .unwrap_or(1);
+    base * m
+}
+
+/// A mutation of `valid`, or random bytes.
+fn mutate(rng: &mut Rng, valid: &[Vec<u8>]) -> Vec<u8> {
+    if rng.below(8) == 0 {
+        let n = rng.below(512);
+        return rng.bytes(n);
+    }
+    let mut b = valid[rng.below(valid.len())].clone();
+    for _ in 0..1 + rng.below(4) {
+        match rng.below(6) {
+            0 if !b.is_empty() => {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+            1 if !b.is_empty() => {
+                let n = rng.below(b.len());
+                b.truncate(n);
+            }
+            2 => {
+                // Splice in a piece of another valid encoding.
+                let other = &valid[rng.below(valid.len())];
+                let from = rng.below(other.len());
+                let to = from + rng.below(other.len() - from + 1);
+                let at = rng.below(b.len() + 1);
+                b.splice(at..at, other[from..to].iter().copied());
+            }
+            3 if b.len() >= 4 => {
+                // Overwrite a 32-bit field (offsets, lengths) with an edge value.
+                let i = rng.below(b.len() - 3);
+                let v: u32 = match rng.below(5) {
+                    0 => 0,
+                    1 => u32::MAX,
+                    2 => 0x7fff_ffff,
+                    3 => b.len() as u32 + rng.below(16) as u32,
+                    _ => rng.next() as u32,
+                };
+                b[i..i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            4 if !b.is_empty() => {
+                let i = rng.below(b.len());
+                b[i] = rng.next() as u8;
+            }
+            _ => {
+                let n = rng.below(16);
+                let tail = rng.bytes(n);
+                b.extend(tail);
+            }
+        }
+    }
+    b
+}
+
+/// Run `decode` on `input` under `catch_unwind`; fail with the replay data
+/// on a panic or an allocation far larger than the input.
+fn must_not_panic<T, E>(
+    what: &str,
+    seed: u64,
+    case: usize,
+    input: &[u8],
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+) -> bool {
+    PEAK.with(|p| p.set(0));
+    let r = catch_unwind(AssertUnwindSafe(|| decode(input).is_ok()));
+    let peak = PEAK.with(|p| p.get());
+    assert!(
+        r.is_ok(),
+        "{what} panicked: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
+    );
+    let bound = 64 * input.len() + (1 << 20);
+    assert!(
+        peak <= bound,
+        "{what} allocated {peak} bytes at once for {} input bytes: \
+         MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}",
+        input.len()
+    );
+    r.unwrap_or(false)
+}
+
+fn valid_envelopes() -> Vec<Vec<u8>> {
+    let shape = Shape::dense(vec!["hosts".into(), "gpus".into()], vec![2, 3]).unwrap();
+    let mut e = Envelope::new(Kind::Message);
+    e.sender = "tcp:127.0.0.1:1".into();
+    e.actor = "trainer".into();
+    e.method = "step".into();
+    e.reply_port = 7;
+    e.reply_slot = 3;
+    e.message_rank = 4;
+    e.shape = Some(monarch_core::wire::encode_shape(&shape).into());
+    e.part_sizes = vec![5, 0, 1 << 20];
+    e.cast_ranks = vec![0, 2, 4];
+    e.cast_addrs = vec!["unix:/a".into(), "unix:/b".into()];
+    e.cast_slots = vec![1, 2];
+    e.cast_fanout = 4;
+    e.reply_to = "unix:/c".into();
+    e.cast_relay = true;
+    let mut r = Envelope::new(Kind::Reply);
+    r.is_error = true;
+    r.error = "boom".into();
+    r.reply_port = 9;
+    let mut fbb = FlatBufferBuilder::new();
+    vec![
+        e.encode(&mut fbb).to_vec(),
+        r.encode(&mut fbb).to_vec(),
+        Envelope::new(Kind::Heartbeat).encode(&mut fbb).to_vec(),
+    ]
+}
+
+fn valid_mesh_refs() -> Vec<Vec<u8>> {
+    let shape = Shape::dense(vec!["hosts".into(), "gpus".into()], vec![2, 2]).unwrap();
+    let m = ActorMeshRef {
+        name: "mesh".into(),
+        key: "k1".into(),
+        procs: (0..4).map(|i| format!("unix:/p{i}")).collect(),
+        shape,
+    };
+    vec![m.encode()]
+}
+
+fn valid_events() -> Vec<Vec<u8>> {
+    let inner = SupervisionEvent {
+        id: 42,
+        mesh: "m".into(),
+        mesh_key: "k".into(),
+        ranks: vec![0, 3],
+        proc: "unix:/p".into(),
+        actor: "a".into(),
+        owner: String::new(),
+        cause: FailureCause::Signal,
+        code: 9,
+        report: "killed".into(),
+        caused_by: None,
+        payload: vec![1, 2, 3],
+    };
+    let mut outer = inner.clone();
+    outer.cause = FailureCause::SupervisorFailed;
+    outer.caused_by = Some(Box::new(inner.clone()));
+    vec![inner.encode(), outer.encode()]
+}
+
+fn valid_port_refs() -> Vec<Vec<u8>> {
+    let p = PortRef {
+        addr: "tcp:10.0.0.1:4000".into(),
+        port: 12,
+        slot: 1,
+    };
+    vec![p.encode()]
+}
+
+#[test]
+fn decoders_answer_ok_or_err_on_hostile_bytes() {
+    let seed = seed();
+    let mut rng = Rng(seed);
+    let targets: [(&str, Vec<Vec<u8>>); 4] = [
+        ("Envelope::decode", valid_envelopes()),
+        ("ActorMeshRef::decode", valid_mesh_refs()),
+        ("SupervisionEvent::decode", valid_events()),
+        ("PortRef::decode", valid_port_refs()),
+    ];
+    // The valid encodings themselves decode.
+    for (what, valid) in &targets {
+        for v in valid {
+            let ok = match *what {
+                "Envelope::decode" => Envelope::decode(v).is_ok(),
+                "ActorMeshRef::decode" => ActorMeshRef::decode(v).is_ok(),
+                "SupervisionEvent::decode" => SupervisionEvent::decode(v).is_ok(),
+                _ => PortRef::decode(v).is_ok(),
+            };
+            assert!(ok, "{what} refused a valid encoding");
+        }
+    }
+    let n = cases(200_000);
+    let start = Instant::now();
+    let mut accepted = 0;
+    for case in 0..n {
+        let (what, valid) = &targets[case % targets.len()];
+        let input = mutate(&mut rng, valid);
+        accepted += match *what {
+            "Envelope::decode" => must_not_panic(what, seed, case, &input, Envelope::decode),
+            "ActorMeshRef::decode" => {
+                must_not_panic(what, seed, case, &input, ActorMeshRef::decode)
+            }
+            "SupervisionEvent::decode" => {
+                must_not_panic(what, seed, case, &input, SupervisionEvent::decode)
+            }
+            _ => must_not_panic(what, seed, case, &input, PortRef::decode),
+        } as usize;
+    }
+    eprintln!(
+        "decoders: {n} cases ({accepted} decoded Ok) in {:?} (MONARCH_FUZZ_SEED={seed})",
+        start.elapsed()
+    );
+}
+
+/// A connector's first message and, given the acceptor's answer, its second.
+fn client_bytes(secret: &[u8]) -> Vec<Vec<u8>> {
+    // Record what a real connector writes by running a real handshake.
+    struct Tee {
+        s: UnixStream,
+        sent: Vec<u8>,
+    }
+    impl Read for Tee {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            self.s.read(b)
+        }
+    }
+    impl Write for Tee {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.sent.extend_from_slice(b);
+            self.s.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.s.flush()
+        }
+    }
+    let (mut a, c) = UnixStream::pair().unwrap();
+    let key = secret.to_vec();
+    let t = std::thread::spawn(move || accept_handshake(&mut a, &key, "unix:/acceptor"));
+    let mut tee = Tee {
+        s: c,
+        sent: Vec::new(),
+    };
+    connect_handshake(&mut tee, secret, "tcp:127.0.0.1:9").expect("real handshake");
+    t.join().unwrap().expect("real handshake accepted");
+    vec![tee.sent]
+}
+
+/// Feed `input` to the acceptor over a socket pair, then hang up.
+fn accept_from(input: &[u8], secret: &[u8]) -> Result<String, String> {
+    let (mut a, mut c) = UnixStream::pair().unwrap();
+    a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    a.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(input).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        accept_handshake(&mut a, secret, "unix:/a")
+    }));
+    drop(c);
+    match r {
+        Ok(Ok(id)) => Ok(id),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("panic".into()),
+    }
+}
+
+#[test]
+fn handshake_refuses_random_and_mutated_clients() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x4841_4e44);
+    let secret = b"0123456789abcdef0123456789abcdef";
+    let valid = client_bytes(secret);
+    let n = cases(10_000);
+    let start = Instant::now();
+    for case in 0..n {
+        let input = mutate(&mut rng, &valid);
+        let t = Instant::now();
+        let r = accept_from(&input, secret);
+        assert!(
+            t.elapsed() < Duration::from_secs(4),
+            "handshake hung: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
+        );
+        match r {
+            Err(e) if e == "panic" => {
+                panic!("accept_handshake panicked: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}")
+            }
+            Err(_) => {}
+            // The nonces are fresh per session: a replayed or mutated
+            // connector message can never carry the right MAC.
+            Ok(id) => panic!(
+                "accept_handshake accepted {id:?}: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
+            ),
+        }
+    }
+    eprintln!(
+        "handshake: {n} cases in {:?} (MONARCH_FUZZ_SEED={seed})",
+        start.elapsed()
+    );
+}
+
+fn agent(secret: &str) -> Runtime {
+    Runtime::listen_tcp(
+        "tcp:127.0.0.1:0",
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        secret.to_string(),
+    )
+    .expect("listen on 127.0.0.1")
+}
+
+/// Frames an authenticated peer may send without asking the runtime to
+/// do something drastic on purpose (stopping the proc is its right).
+fn harmless(frame: &[u8]) -> bool {
+    if frame.len() < 4 {
+        return true;
+    }
+    let hlen = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
+    let Some(header) = frame.get(4..4 + hlen) else {
+        return true;
+    };
+    match Envelope::decode(header) {
+        Ok(e) => matches!(
+            e.kind,
+            Kind::Message | Kind::Reply | Kind::Heartbeat | Kind::HeartbeatAck
+        ),
+        Err(_) => true,
+    }
+}
+
+fn valid_frames() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut fbb = FlatBufferBuilder::new();
+    for (kind, actor) in [(Kind::Message, "nobody"), (Kind::Reply, "")] {
+        let mut e = Envelope::new(kind);
+        e.actor = actor.into();
+        e.method = "m".into();
+        e.reply_port = 1 << 40;
+        e.part_sizes = vec![3, 4];
+        let mut f = Vec::new();
+        monarch_core::frame::write_frame(&mut f, e.encode(&mut fbb), &[b"abc", b"defg"]).unwrap();
+        out.push(f);
+    }
+    out
+}
+
+/// A well-behaved peer still gets through: `peer` sends to a port of `rt`.
+fn exchange_works(rt: &Runtime, secret: &str) {
+    let peer = agent(secret);
+    let port = rt.open_port(true);
+    peer.port_send(&port.port_ref(), Ok(&[b"still here"]))
+        .expect("send to the fuzzed runtime");
+    let fut = port.recv();
+    assert!(
+        fut.wait(Some(Duration::from_secs(10))),
+        "the fuzzed runtime no longer takes a well-behaved peer's message"
+    );
+    let vm = fut.take().expect("ready").expect("a value mesh");
+    assert_eq!(vm.values[0].parts(), [b"still here".to_vec()]);
+    peer.shutdown();
+}
+
+#[test]
+fn runtime_survives_hostile_tcp_peers() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x5443_5000);
+    let secret = "fuzz-secret-0123456789abcdef0123456789";
+    let rt = agent(secret);
+    let addr = rt.addr().strip_prefix("tcp:").unwrap().to_string();
+    let handshakes = client_bytes(secret.as_bytes());
+    let frames = valid_frames();
+    let n = cases(1_000);
+    let start = Instant::now();
+    for case in 0..n {
+        let mut s = TcpStream::connect(&addr).expect("the runtime still listens");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        if case % 2 == 0 {
+            // Garbage or a mutated (replayed) handshake: refused.
+            let input = mutate(&mut rng, &handshakes);
+            let _ = s.write_all(&input);
+        } else {
+            // Authenticate, then send garbage frames.
+            let id = format!("tcp:127.0.0.1:{}", 1 + case);
+            connect_handshake(&mut s, secret.as_bytes(), &id)
+                .unwrap_or_else(|e| panic!("a well-behaved handshake failed at case {case}: {e}"));
+            for _ in 0..1 + rng.below(3) {
+                let f = mutate(&mut rng, &frames);
+                if harmless(&f) && s.write_all(&f).is_err() {
+                    break;
+                }
+            }
+        }
+        drop(s);
+    }
+    eprintln!(
+        "runtime: {n} hostile connections in {:?} (MONARCH_FUZZ_SEED={seed})",
+        start.elapsed()
+    );
+    rt.check_running()
+        .expect("the fuzzed runtime is still running");
+    exchange_works(&rt, secret);
+    rt.shutdown();
+}
