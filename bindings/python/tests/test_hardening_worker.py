@@ -13,25 +13,11 @@ import time
 
 import pytest
 from hardening_actors import Relay, Slow
+from pids import alive, wait_gone
 
 from monarch.actor import SupervisionError, this_host
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return ") Z" not in f.read()
-    except OSError:
-        return False
-
-
-def wait_gone(pids, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.02)
-    return [p for p in pids if alive(p)]
 
 
 def wait_for_file(path, timeout=60):

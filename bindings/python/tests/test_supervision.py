@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from pids import alive, wait_gone
 from sup_actors import AsyncSupervisor, Supervisor, Worker
 
 import monarch.actor as ma
@@ -46,21 +47,6 @@ def hook():
     yield rec
     time.sleep(0.1)
     ma.unhandled_fault_hook = old
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return ") Z" not in f.read()
-    except OSError:
-        return False
-
-
-def wait_gone(pids, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.02)
-    return [p for p in pids if alive(p)]
 
 
 def test_endpoint_error_while_waiting_is_an_actor_error(hook):
