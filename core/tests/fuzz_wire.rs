@@ -24,6 +24,9 @@ use monarch_core::geometry::Shape;
 use monarch_core::wire::{ActorMeshRef, Envelope, Kind};
 use monarch_core::{FailureCause, PortRef, Runtime, SupervisionEvent};
 
+mod fuzz_support;
+use fuzz_support::{cases, mutate, seed, Rng};
+
 /// The system allocator, remembering the largest single request per thread.
 struct PeakTracking;
 
@@ -59,92 +62,6 @@ unsafe impl GlobalAlloc for PeakTracking {
 
 #[global_allocator]
 static ALLOC: PeakTracking = PeakTracking;
-
-/// splitmix64: small, fast, and replayable from one seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
-fn seed() -> u64 {
-    match std::env::var("MONARCH_FUZZ_SEED") {
-        Ok(s) => s.parse().expect("MONARCH_FUZZ_SEED is a u64"),
-        Err(_) => 0x6d6f_6e61_7263_6821,
-    }
-}
-
-/// `base` cases times the `MONARCH_FUZZ_CASES` multiplier.
-fn cases(base: usize) -> usize {
-    let m: usize = std::env::var("MONARCH_FUZZ_CASES")
-        .ok()
-        .map(|s| s.parse().expect("MONARCH_FUZZ_CASES is a count multiplier"))
-        .unwrap_or(1);
-    base * m
-}
-
-/// A mutation of `valid`, or random bytes.
-fn mutate(rng: &mut Rng, valid: &[Vec<u8>]) -> Vec<u8> {
-    if rng.below(8) == 0 {
-        let n = rng.below(512);
-        return rng.bytes(n);
-    }
-    let mut b = valid[rng.below(valid.len())].clone();
-    for _ in 0..1 + rng.below(4) {
-        match rng.below(6) {
-            0 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
-            }
-            1 if !b.is_empty() => {
-                let n = rng.below(b.len());
-                b.truncate(n);
-            }
-            2 => {
-                // Splice in a piece of another valid encoding.
-                let other = &valid[rng.below(valid.len())];
-                let from = rng.below(other.len());
-                let to = from + rng.below(other.len() - from + 1);
-                let at = rng.below(b.len() + 1);
-                b.splice(at..at, other[from..to].iter().copied());
-            }
-            3 if b.len() >= 4 => {
-                // Overwrite a 32-bit field (offsets, lengths) with an edge value.
-                let i = rng.below(b.len() - 3);
-                let v: u32 = match rng.below(5) {
-                    0 => 0,
-                    1 => u32::MAX,
-                    2 => 0x7fff_ffff,
-                    3 => b.len() as u32 + rng.below(16) as u32,
-                    _ => rng.next() as u32,
-                };
-                b[i..i + 4].copy_from_slice(&v.to_le_bytes());
-            }
-            4 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] = rng.next() as u8;
-            }
-            _ => {
-                let n = rng.below(16);
-                let tail = rng.bytes(n);
-                b.extend(tail);
-            }
-        }
-    }
-    b
-}
 
 /// Run `decode` on `input` under `catch_unwind`; fail with the replay data
 /// on a panic or an allocation far larger than the input.
@@ -269,7 +186,7 @@ fn decoders_answer_ok_or_err_on_hostile_bytes() {
     let mut accepted = 0;
     for case in 0..n {
         let (what, valid) = &targets[case % targets.len()];
-        let input = mutate(&mut rng, valid);
+        let input = mutate(&mut rng, valid, 512);
         accepted += match *what {
             "Envelope::decode" => must_not_panic(what, seed, case, &input, Envelope::decode),
             "ActorMeshRef::decode" => {
@@ -347,7 +264,7 @@ fn handshake_refuses_random_and_mutated_clients() {
     let n = cases(10_000);
     let start = Instant::now();
     for case in 0..n {
-        let input = mutate(&mut rng, &valid);
+        let input = mutate(&mut rng, &valid, 512);
         let t = Instant::now();
         let r = accept_from(&input, secret);
         assert!(
@@ -449,7 +366,7 @@ fn runtime_survives_hostile_tcp_peers() {
         s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
         if case % 2 == 0 {
             // Garbage or a mutated (replayed) handshake: refused.
-            let input = mutate(&mut rng, &handshakes);
+            let input = mutate(&mut rng, &handshakes, 512);
             let _ = s.write_all(&input);
         } else {
             // Authenticate, then send garbage frames.
@@ -457,7 +374,7 @@ fn runtime_survives_hostile_tcp_peers() {
             connect_handshake(&mut s, secret.as_bytes(), &id)
                 .unwrap_or_else(|e| panic!("a well-behaved handshake failed at case {case}: {e}"));
             for _ in 0..1 + rng.below(3) {
-                let f = mutate(&mut rng, &frames);
+                let f = mutate(&mut rng, &frames, 512);
                 if harmless(&f) && s.write_all(&f).is_err() {
                     break;
                 }
