@@ -63,23 +63,17 @@ impl Event {
     /// The proc is stopping: tells the binding to leave its event loop
     /// (nothing to answer).
     pub(super) fn stop_proc() -> Event {
-        Event {
-            kind: EventKind::StopProc,
-            actor: String::new(),
-            method: String::new(),
-            type_name: String::new(),
-            parts: Vec::new(),
-            message_rank: 0,
-            shape: None,
-            reply: None,
-            answered: true,
-            rt: Weak::new(),
-        }
+        Event::without_message(None, true, Weak::new())
     }
 
     /// A frame refused before it became an event: only its error answer
     /// goes back to `reply`, touching no actor's state.
     pub(super) fn refusal(reply: ReplyTo, rt: Weak<Inner>) -> Event {
+        Event::without_message(Some(reply), false, rt)
+    }
+
+    /// A `StopProc` event that names no actor and carries no payload.
+    fn without_message(reply: Option<ReplyTo>, answered: bool, rt: Weak<Inner>) -> Event {
         Event {
             kind: EventKind::StopProc,
             actor: String::new(),
@@ -88,8 +82,8 @@ impl Event {
             parts: Vec::new(),
             message_rank: 0,
             shape: None,
-            reply: Some(reply),
-            answered: false,
+            reply,
+            answered,
             rt,
         }
     }
