@@ -30,7 +30,7 @@ CARGO_PROFILE := --release
 # procs of this run (see scripts/check-orphans.sh).
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
-.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool demo test lint fmt bench \
+.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool julia test-julia demo test lint fmt bench \
 	check-cargo clean distclean \
 	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests bench-supervision
 
@@ -104,6 +104,10 @@ install-prefix: venv build
 # The user's install paths from outside the repository (scripts/test-install.sh).
 test-install: venv build pkg-config-tool
 	PYTHON=$(PYTHON) scripts/test-install.sh
+
+# Julia 1.5 from Debian bullseye when `julia` is missing (scripts/install-julia.sh, root).
+julia:
+	@command -v julia >/dev/null || scripts/install-julia.sh
 
 # A fresh machine may lack pkg-config (used by test-install).
 pkg-config-tool:
