@@ -75,10 +75,12 @@ $(VENV_STAMP): requirements-dev.txt
 build: check-cargo
 	$(CARGO) build $(CARGO_PROFILE) --workspace
 
-# include/monarch.h (cbindgen) and the Python binding's pre-built cffi module.
+# include/monarch.h (cbindgen), the Python binding's pre-built cffi module and
+# the Julia binding's ccall layer (bindings/julia/src/generated/capi.jl).
 header: venv check-cargo
 	MONARCH_UPDATE_HEADER=1 $(CARGO) test $(CARGO_PROFILE) -p monarch-ffi --test header
 	cd bindings/python && ../../$(VPY) -m monarch._cffi_build >/dev/null
+	$(VPY) scripts/gen-julia-ccall.py
 
 schema: venv
 	scripts/gen-schema.sh
