@@ -107,9 +107,9 @@ install-prefix: venv build
 test-install: venv build pkg-config-tool
 	PYTHON=$(PYTHON) scripts/test-install.sh
 
-# Julia 1.5 from Debian bullseye when `julia` is missing (scripts/install-julia.sh, root).
+# Julia 1.5 from Debian bullseye unless a working `julia` is on PATH (scripts/install-julia.sh, root).
 julia:
-	@command -v julia >/dev/null || scripts/install-julia.sh
+	@scripts/install-julia.sh
 
 # A fresh machine may lack pkg-config (used by test-install).
 pkg-config-tool:

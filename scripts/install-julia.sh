@@ -2,7 +2,10 @@
 # Install Julia from Debian 11 ("bullseye"), the Debian release that packages
 # it (Julia 1.5.3), on a newer Debian: a separate source entry for
 # `bullseye main` on the same archive this machine already uses, pinned low
-# so apt takes nothing else from it. Idempotent; run as root.
+# so apt takes nothing else from it. Julia 1.5.3 unwinds exceptions with
+# the libunwind it was built with (bullseye's 1.3); the newer system one
+# crashes it, so bullseye's libunwind8 is unpacked into $UNWIND_DIR and a
+# wrapper $WRAPPER puts it on the library path. Idempotent; run as root.
 set -euo pipefail
 
 SOURCE=/etc/apt/sources.list.d/monarch-julia-bullseye.sources
@@ -14,7 +17,15 @@ fail() {
     exit 1
 }
 
-if command -v julia >/dev/null 2>&1; then
+UNWIND_DIR=/usr/local/lib/monarch-julia
+WRAPPER=/usr/local/bin/julia
+
+# Whether `$1` runs Julia and survives a thrown and caught exception.
+julia_works() {
+    "$1" --startup-file=no -e 'f() = error("x"); try f() catch; end; print("ok")' 2>/dev/null | grep -qx ok
+}
+
+if command -v julia >/dev/null 2>&1 && julia_works julia; then
     exit 0
 fi
 [ "$(id -u)" = 0 ] || fail "not root (apt-get needs root)"
@@ -65,5 +76,28 @@ APT=(apt-get -o DPkg::Lock::Timeout=600 -q)
 "${APT[@]}" update >/dev/null || fail "apt-get update failed (is the archive $URI reachable?)"
 DEBIAN_FRONTEND=noninteractive "${APT[@]}" install -y --no-install-recommends julia >/dev/null ||
     fail "apt-get install julia from bullseye failed"
-command -v julia >/dev/null 2>&1 || fail "julia is still not on PATH after installing"
+[ -x /usr/bin/julia ] || fail "/usr/bin/julia is missing after installing"
+
+if ! julia_works /usr/bin/julia; then
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    (cd "$tmp" && "${APT[@]}" download libunwind8/bullseye >/dev/null 2>&1) ||
+        fail "apt-get download libunwind8/bullseye failed"
+    dpkg-deb -x "$tmp"/libunwind8_*.deb "$tmp/root" || fail "cannot unpack libunwind8"
+    mkdir -p "$UNWIND_DIR"
+    cp -a "$tmp"/root/usr/lib/x86_64-linux-gnu/libunwind*.so* "$UNWIND_DIR"/ || fail "cannot copy libunwind"
+    cat > "$WRAPPER.tmp" <<WRAP
+#!/bin/sh
+# Julia 1.5.3 from Debian bullseye with the libunwind it was built with
+# (written by libmonarch's scripts/install-julia.sh).
+LD_LIBRARY_PATH=$UNWIND_DIR\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+exec /usr/bin/julia "\$@"
+WRAP
+    chmod 755 "$WRAPPER.tmp"
+    mv "$WRAPPER.tmp" "$WRAPPER"
+    julia_works "$WRAPPER" || fail "julia crashes on exceptions even with bullseye's libunwind"
+fi
+hash -r
+command -v julia >/dev/null 2>&1 && julia_works julia || fail "julia on PATH does not work (is /usr/local/bin on PATH?)"
 echo "install-julia.sh: $(julia --version)"

@@ -1,0 +1,99 @@
+# The runtime of this process: its lifetime, and the task that watches its
+# notification fd (readable when a future completes or an event arrives)
+# and wakes the tasks waiting for either, so no wait blocks the scheduler.
+
+"""This process's runtime (one per process). `Runtime()` starts it (or
+returns the running one); `shutdown()` stops it and the procs it started."""
+mutable struct Runtime
+    ptr::Ptr{CAPI.monarch_runtime}
+    is_worker::Bool
+    # Notified on every wake of the fd: futures and the event loop re-check.
+    tick::Condition
+    watcher::Any
+    pump::Union{Nothing, Task}
+end
+
+const RUNTIME = Ref{Union{Nothing, Runtime}}(nothing)
+
+function Runtime()
+    rt = RUNTIME[]
+    rt === nothing || return rt
+    out = Ref{Ptr{CAPI.monarch_runtime}}(C_NULL)
+    check(CAPI.monarch_runtime_new(out))
+    w = Ref{Bool}(false)
+    check(CAPI.monarch_runtime_is_worker(out[], w))
+    rt = Runtime(out[], w[], Condition(), nothing, nothing)
+    RUNTIME[] = rt
+    start_pump!(rt)
+    atexit(shutdown)
+    return rt
+end
+
+"""The running runtime, started on first use."""
+runtime() = (rt = RUNTIME[]; rt === nothing ? Runtime() : rt)
+is_running(rt::Runtime) = rt.ptr != C_NULL
+
+function start_pump!(rt::Runtime)
+    fd = Ref{Cint}(-1)
+    check(CAPI.monarch_runtime_fd(rt.ptr, fd))
+    rt.watcher = FileWatching.FDWatcher(RawFD(fd[]), true, false)
+    rt.pump = @async begin
+        try
+            while is_running(rt)
+                wait(rt.watcher)
+                is_running(rt) || break
+                CAPI.monarch_runtime_clear_fd(rt.ptr)
+                notify(rt.tick)
+            end
+        catch e
+            is_running(rt) && @error "monarch: the notification task stopped" exception = e
+        finally
+            notify(rt.tick)
+        end
+    end
+    return
+end
+
+"""Wait for the next wake of the runtime's fd, at most `timeout` seconds."""
+function wait_tick(rt::Runtime, timeout::Real)
+    timer = Timer(_ -> notify(rt.tick), max(timeout, 0.0))
+    try
+        wait(rt.tick)
+    finally
+        close(timer)
+    end
+end
+
+"""Shut the runtime down: stops every proc it started; pending futures fail."""
+function shutdown()
+    rt = RUNTIME[]
+    rt === nothing && return
+    RUNTIME[] = nothing
+    ptr = rt.ptr
+    rt.ptr = C_NULL
+    rt.watcher === nothing || close(rt.watcher)
+    CAPI.monarch_runtime_free(ptr)
+    notify(rt.tick)
+    return
+end
+
+"""Whether this process is a proc started by a controller."""
+is_worker() = runtime().is_worker
+
+"""The next supervision event for this process's top level (failures of
+meshes this program spawned itself), waiting up to `timeout` seconds;
+`nothing` if none came."""
+function next_supervision_event(; timeout::Real = 0)
+    rt = runtime()
+    deadline = time() + timeout
+    while true
+        out = Ref{Ptr{UInt8}}(C_NULL)
+        n = Ref{Csize_t}(0)
+        st = CAPI.monarch_supervision_next(rt.ptr, 0, out, n)
+        st == CAPI.MONARCH_OK && return parse_supervision(take_buffer(out[], n[]))
+        st == CAPI.MONARCH_ERR_TIMEOUT || check(st)
+        remaining = deadline - time()
+        remaining <= 0 && return nothing
+        wait_tick(rt, remaining)
+    end
+end
