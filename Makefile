@@ -20,6 +20,8 @@ VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
 # Run by `make test` so they keep working; the first is `make demo`.
 EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py
+JULIA_EXAMPLES := examples/julia/hello_mesh.jl examples/julia/data_parallel.jl
+JULIA := julia --startup-file=no
 
 # Release everywhere: `cargo build --release`, the library that
 # `pip install .` bundles and `cargo test --release` then
@@ -49,6 +51,8 @@ help:
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
 	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py"
 	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
+	@echo "make julia     install Julia 1.5.3 from Debian bullseye when no working julia is on PATH (root)"
+	@echo "make test-julia the Julia binding's tests (bindings/julia/test) and examples/julia"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
@@ -110,6 +114,11 @@ test-install: venv build pkg-config-tool
 # Julia 1.5 from Debian bullseye unless a working `julia` is on PATH (scripts/install-julia.sh, root).
 julia:
 	@scripts/install-julia.sh
+
+# The Julia binding's tests (real procs) and the Julia examples.
+test-julia: julia build
+	timeout 300 $(JULIA) bindings/julia/test/runtests.jl
+	@for f in $(JULIA_EXAMPLES); do echo "$(JULIA) $$f"; timeout 180 $(JULIA) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
 
 # A fresh machine may lack pkg-config (used by test-install).
 pkg-config-tool:
@@ -202,7 +211,7 @@ fmt: venv check-cargo
 	$(VENV)/bin/ruff format examples scripts
 
 test: export MONARCH_ORPHAN_TAG := $(ORPHAN_TAG)
-test: venv build install
+test: venv build install julia
 	$(CARGO) fmt --all -- --check
 	$(VENV)/bin/ruff check
 	$(MODULE_CYCLES)
@@ -210,6 +219,7 @@ test: venv build install
 	$(CARGO) test $(CARGO_PROFILE) --workspace
 	$(VPY) -m pytest -q bindings/python/tests tests/cross_language
 	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
+	$(MAKE) --no-print-directory test-julia
 	$(MAKE) --no-print-directory test-cpp cpp-asan
 	$(MAKE) --no-print-directory test-install
 	$(MAKE) --no-print-directory test-slurm

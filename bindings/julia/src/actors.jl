@@ -25,13 +25,14 @@ Base.getproperty(m::ActorMesh, s::Symbol) = s in fieldnames(ActorMesh) ? getfiel
 """The name libmonarch carries for a Julia type (its module path and name)."""
 type_name(T::Type) = string(parentmodule(T), ".", nameof(T))
 
-function spawn_mesh(pm::ProcMesh, name, tname, parts, what, timeout)
+function spawn_mesh(pm::ProcMesh, name, tname, parts, what, timeout, wait::Bool)
     mesh = Ref{Ptr{CAPI.monarch_actor_mesh}}(C_NULL)
     ready = Ref{Ptr{CAPI.monarch_future}}(C_NULL)
     with_parts(parts) do arr, n
-        check(CAPI.monarch_actor_mesh_spawn(handle(pm), cstr(name), cstr(tname), arr, n, mesh, ready))
+        check_actors(CAPI.monarch_actor_mesh_spawn(handle(pm), cstr(name), cstr(tname), arr, n, mesh, ready), what)
     end
     fut = Future(ready[], all_points(raw_value, what), what)
+    wait || return mesh[]
     try
         fetch(fut; timeout = timeout)
     catch
@@ -42,14 +43,17 @@ function spawn_mesh(pm::ProcMesh, name, tname, parts, what, timeout)
 end
 
 """
-    spawn(procs, "name", ActorType, args...; timeout=120) -> ActorMesh
+    spawn(procs, "name", ActorType, args...; timeout=120, wait=true) -> ActorMesh
 
 One `ActorType(args...)` on every proc (a Julia worker, where the type is
 defined because the worker runs the same script). Waits until every
-constructor ran; a constructor that throws is an ActorError.
+constructor ran; a constructor that throws is an ActorError. With
+`wait=false` it returns at once (messages wait for construction; a failed
+constructor then fails them): what an endpoint spawning on its own proc
+(`this_proc()`) needs, since that constructor runs after the endpoint returns.
 """
-function spawn(pm::ProcMesh, name::AbstractString, T::Type, args...; timeout::Real = 120)
-    p = spawn_mesh(pm, name, type_name(T), [serialize_bytes(args)], "spawning $name of $T", timeout)
+function spawn(pm::ProcMesh, name::AbstractString, T::Type, args...; timeout::Real = 120, wait::Bool = true)
+    p = spawn_mesh(pm, name, type_name(T), [serialize_bytes(args)], "spawning $name of $T", timeout, wait)
     return managed(ActorMesh(p, String(name), T, false))
 end
 
@@ -60,8 +64,9 @@ Spawn actors of any language by type name with raw argument parts: a
 `monarch worker --plugin` type ("CCounter"), a Python actor
 ("module:Class"), a Julia one ("Module:Type"). Every endpoint is raw.
 """
-function spawn_native(pm::ProcMesh, name::AbstractString, tname::AbstractString, parts...; timeout::Real = 120)
-    p = spawn_mesh(pm, name, tname, [as_part(x) for x in parts], "spawning $name of $tname", timeout)
+function spawn_native(pm::ProcMesh, name::AbstractString, tname::AbstractString, parts...; timeout::Real = 120,
+                      wait::Bool = true)
+    p = spawn_mesh(pm, name, tname, [as_part(x) for x in parts], "spawning $name of $tname", timeout, wait)
     return managed(ActorMesh(p, String(name), String(tname), true))
 end
 
@@ -77,7 +82,8 @@ function start_call(m::ActorMesh, method::Symbol, args, mode)
     raw = encoding(m, method)
     out = Ref{Ptr{CAPI.monarch_future}}(C_NULL)
     with_parts(encode(raw, args)) do arr, n
-        check(CAPI.monarch_actor_mesh_call(handle(m), cstr(String(method)), arr, n, UInt32(mode), out))
+        check_actors(CAPI.monarch_actor_mesh_call(handle(m), cstr(String(method)), arr, n, UInt32(mode), out),
+            describe(m, method))
     end
     return raw, out[]
 end
@@ -113,7 +119,7 @@ function stream(m::ActorMesh, method::Symbol, args...; timeout::Real = DEFAULT_T
     n = length(m)
     out = Ref{Ptr{CAPI.monarch_port_receiver}}(C_NULL)
     with_parts(encode(raw, args)) do arr, k
-        check(CAPI.monarch_actor_mesh_stream(handle(m), cstr(String(method)), arr, k, out))
+        check_actors(CAPI.monarch_actor_mesh_stream(handle(m), cstr(String(method)), arr, k, out), describe(m, method))
     end
     rx = managed_receiver(out[], decoder(raw), describe(m, method))
     return Channel{Any}(n) do ch
@@ -131,6 +137,8 @@ call(e::Endpoint, args...) = call(e.mesh, e.name, args...)
 call_one(e::Endpoint, args...) = call_one(e.mesh, e.name, args...)
 choose(e::Endpoint, args...) = choose(e.mesh, e.name, args...)
 Base.broadcast(e::Endpoint, args...) = Base.broadcast(e.mesh, e.name, args...)
+# Base has broadcast(f, x::Number...): this one is more specific for endpoints.
+Base.broadcast(e::Endpoint, args::Number...) = Base.broadcast(e.mesh, e.name, args...)
 stream(e::Endpoint, args...; kw...) = stream(e.mesh, e.name, args...; kw...)
 
 """Stop the actors (their procs keep running): a Future of completion."""

@@ -56,6 +56,15 @@ end
     return nothing
 end
 
+"""As `check`, for starting an operation on actors: a proc or actor that
+failed is an ActorError (what a caller catches), anything else a MonarchError."""
+@inline function check_actors(status::Integer, what)
+    status == CAPI.MONARCH_OK && return nothing
+    err = status_error(status)
+    status == CAPI.MONARCH_ERR_PROC_FAILED && throw(ActorError("$what: $(err.message)", Failure[], 0))
+    throw(err)
+end
+
 """Copy an owned buffer returned by libmonarch into a Vector and free it."""
 function take_buffer(ptr::Ptr{UInt8}, len::Integer)
     ptr == C_NULL && return UInt8[]

@@ -68,7 +68,12 @@ function Base.fetch(f::Future; timeout::Real = DEFAULT_TIMEOUT)
             CapturedError(e)
         end
     else
-        CapturedError(status_error(st))
+        # The whole operation failed (PROC_FAILED: because its actors or procs did).
+        try
+            check_actors(st, f.what)
+        catch e
+            CapturedError(e)
+        end
     end
     free!(f)
     return unwrap(f.result)

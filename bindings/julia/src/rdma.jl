@@ -3,7 +3,7 @@
 
 """A registered buffer (`RDMABuffer(array)`: this process's `Vector{UInt8}`
 or any bits-type Array, kept alive while registered) or another proc's
-(`RDMABuffer(bytes)` from the `descriptor` it sent)."""
+(`RDMABuffer(descriptor)` from the `RDMADescriptor` it sent)."""
 mutable struct RDMABuffer
     ptr::Ptr{CAPI.monarch_rdma_buffer}
     memory::Any   # the registered array (owner's handle), kept alive
@@ -20,10 +20,17 @@ function RDMABuffer(a::Array{T}; read_only::Bool = false) where {T}
     return b
 end
 
-"""Another proc's buffer, from the bytes of its `descriptor`."""
-function RDMABuffer(descriptor::Vector{UInt8})
+"""The bytes describing a buffer (owner proc, id, size, how to reach it):
+send them to another proc (any language), which opens the buffer with
+`RDMABuffer(descriptor)`."""
+struct RDMADescriptor
+    bytes::Vector{UInt8}
+end
+
+"""Another proc's buffer, from its descriptor."""
+function RDMABuffer(d::RDMADescriptor)
     out = Ref{Ptr{CAPI.monarch_rdma_buffer}}(C_NULL)
-    check(CAPI.monarch_rdma_buffer_from_bytes(runtime().ptr, descriptor, length(descriptor), out))
+    check(CAPI.monarch_rdma_buffer_from_bytes(runtime().ptr, d.bytes, length(d.bytes), out))
     b = RDMABuffer(out[], nothing)
     finalizer(close, b)
     return b
@@ -31,8 +38,8 @@ end
 
 handle(b::RDMABuffer) = b.ptr == C_NULL ? throw(ArgumentError("the buffer handle was closed")) : b.ptr
 
-"""The bytes to send to another proc, which rebuilds the buffer with `RDMABuffer(bytes)`."""
-descriptor(b::RDMABuffer) = owned_bytes((o, n) -> CAPI.monarch_rdma_buffer_to_bytes(handle(b), o, n))
+"""The descriptor to send to another proc, which opens the buffer with `RDMABuffer(descriptor)`."""
+descriptor(b::RDMABuffer) = RDMADescriptor(owned_bytes((o, n) -> CAPI.monarch_rdma_buffer_to_bytes(handle(b), o, n)))
 
 Base.sizeof(b::RDMABuffer) = (r = Ref{UInt64}(0); check(CAPI.monarch_rdma_buffer_size(handle(b), r)); Int(r[]))
 

@@ -1,0 +1,221 @@
+# The Julia binding against real procs: this file is the controller, and
+# the worker procs it spawns re-run it (serve_if_worker below) to host the
+# actors of actors.jl. Run: julia bindings/julia/test/runtests.jl
+# (make test-julia), with libmonarch built (cargo build --release).
+
+pushfirst!(LOAD_PATH, joinpath(@__DIR__, ".."))
+include(joinpath(@__DIR__, "actors.jl"))
+Monarch.serve_if_worker()
+
+using Test
+using Monarch: ActorError, SupervisionError, TimeoutError, MonarchError, remote_exception, sizes, labels
+
+const REPO = normpath(joinpath(@__DIR__, "..", "..", ".."))
+i64(v) = reinterpret(UInt8, [Int64(v)])
+from_i64(b) = reinterpret(Int64, b)[1]
+
+@testset "Monarch.jl" begin
+    @testset "library" begin
+        @test Monarch.CAPI.monarch_abi_version() in Monarch.KNOWN_ABI_VERSIONS
+        @test isfile(Monarch.library_path())
+        for name in Monarch.CAPI.FUNCTION_NAMES
+            @test getfield(Monarch.CAPI, Symbol("_fp_", name))[] != C_NULL
+        end
+        # The generated layer is fresh and wraps every function of monarch.h.
+        header = read(joinpath(REPO, "include", "monarch.h"), String)
+        declared = Set(m.captures[1] for m in eachmatch(r"\b(monarch_\w+)\(", replace(header, r"//[^\n]*" => "")))
+        @test declared == Set(String.(Monarch.CAPI.FUNCTION_NAMES))
+        python = Sys.which("python3")
+        if python !== nothing
+            @test success(`$python $(joinpath(REPO, "scripts", "gen-julia-ccall.py")) --check`)
+        end
+        @test_throws MonarchError Monarch.check(Monarch.CAPI.monarch_future_free(Ptr{Monarch.CAPI.monarch_future}(1)))
+    end
+
+    procs = spawn_procs(this_host(); per_host = (gpus = 4,))
+    @test sizes(procs) == (gpus = 4,)
+
+    @testset "calls and value meshes" begin
+        c = spawn(procs, "counter", Counter, 10)
+        vm = fetch(call(c.incr, 2); timeout = 120)
+        @test vm isa ValueMesh
+        @test collect(values(vm)) == [12, 12, 12, 12]
+        @test sizes(vm) == (gpus = 4,)
+        @test [(p.rank, p.gpus, v) for (p, v) in vm] == [(r, r, 12) for r in 0:3]
+        @test vm[gpus = 3] == 12
+        @test fetch(call(c.whoami))[gpus = 2] == (2, (gpus = 2,))
+        @test fetch(call_one(slice(c; gpus = 1).incr, 5)) == 17
+        @test fetch(choose(c.value)) in (12, 17)
+        broadcast(c.incr, 100)
+        @test collect(values(fetch(call(c.value)))) == [112, 117, 112, 112]
+        got = collect(stream(c.value))
+        @test sort(got) == [112, 112, 112, 117]
+        @test_throws MonarchError call_one(c.value)        # four actors, not one
+        @test_throws ArgumentError call(c.no_such_endpoint)
+        # Raw endpoints of a Julia actor.
+        @test fetch(call_one(slice(c; gpus = 0).echo, UInt8[1, 2], UInt8[])) == (UInt8[1, 2], UInt8[])
+        @test fetch(call_one(slice(c; gpus = 0).echo, UInt8[7])) == UInt8[7]
+        @test fetch(call_one(slice(c; gpus = 0).nothing_back)) === nothing
+        @test_throws ArgumentError call(c.echo, "text")
+        err = try
+            fetch(call_one(slice(c; gpus = 0).bad_return)); nothing
+        catch e
+            e
+        end
+        @test err isa ActorError && occursin("raw endpoint returns bytes", err.message)
+        wait(stop(c); timeout = 60)
+        @test_throws ActorError fetch(call(c.value); timeout = 60)
+    end
+
+    @testset "views" begin
+        c = spawn(procs, "viewed", Counter)
+        @test sizes(slice(c; gpus = 1:2)) == (gpus = 2,)
+        @test sizes(slice(c; gpus = 0:2:3)) == (gpus = 2,)
+        @test sizes(slice(c; gpus = 3)) == NamedTuple()
+        sp = split(c, :gpus; nodes = 2, local_rank = 0)
+        @test sizes(sp) == (nodes = 2, local_rank = 2)
+        @test fetch(call(sp.whoami))[nodes = 1, local_rank = 0] == (2, (nodes = 1, local_rank = 0))
+        @test sizes(flatten(sp, "all")) == (all = 4,)
+        @test sizes(rename(sp, :nodes => :hosts)) == (hosts = 2, local_rank = 2)
+        @test labels(split(procs, :gpus; a = 0, b = 2)) == ["a", "b"]
+        @test sizes(slice(procs; gpus = 1:3)) == (gpus = 3,)
+        @test_throws MonarchError slice(c; nope = 1)
+        @test_throws ArgumentError slice(c; gpus = -1)
+        @test_throws MonarchError split(c, :gpus; a = 3, b = 0)
+        v = slice(c; gpus = 1)
+        close(v); close(v)             # closing twice is fine
+        @test_throws ArgumentError call(v.value)
+    end
+
+    @testset "errors" begin
+        c = spawn(procs, "errs", Counter)
+        e = try
+            fetch(call(c.fail, "bad input")); nothing
+        catch err
+            err
+        end
+        @test e isa ActorError
+        @test occursin("bad input", e.message) && occursin("on rank 0", e.message)
+        @test length(e.failures) == 4
+        @test remote_exception(e) isa ArgumentError
+        @test occursin("3 more of 4", sprint(showerror, e))
+        @test fetch(call_one(slice(c; gpus = 2).incr, 1)) == 1      # the actor lived on
+        ce = try
+            spawn(procs, "picky", Picky, false); nothing
+        catch err
+            err
+        end
+        @test ce isa ActorError && occursin("Picky refused to start", ce.message)
+        @test fetch(call(spawn(procs, "fine", Picky, true).hello))[gpus = 0] == "hi"
+        ne = try
+            spawn_native(procs, "nosuch", "Main:NoSuchType"); nothing
+        catch err
+            err
+        end
+        @test ne isa ActorError && occursin("no actor type", ne.message)
+    end
+
+    @testset "futures and tasks" begin
+        c = spawn(procs, "futs", Counter)
+        one = slice(c; gpus = 0)
+        f = call_one(one.nap, 2.0)
+        @test_throws TimeoutError fetch(f; timeout = 0.2)
+        @test fetch(f; timeout = 60) == :awake             # the wait may be repeated
+        @test fetch(f) == :awake                           # and the result kept
+        # Many callers at once, each on its own task, none blocking the others.
+        tasks = [@async fetch(call_one(slice(c; gpus = i % 4).incr, 1)) for i in 1:40]
+        @test sort(fetch.(tasks))[end] >= 1
+        @test sum(values(fetch(call(c.value)))) == 40
+        ticker = Ref(0)
+        t = @async while ticker[] >= 0
+            ticker[] += 1
+            sleep(0.01)
+        end
+        fetch(call_one(one.nap, 0.5))
+        @test ticker[] > 5                                # the scheduler kept running
+        ticker[] = -10
+        wait(t)
+    end
+
+    @testset "ports" begin
+        c = spawn(procs, "porters", Counter)
+        rx = open_port()
+        @test fetch(call(c.report_to, PortRef(rx), 2))[gpus = 0] == 2
+        got = [fetch(recv(rx)) for _ in 1:8]
+        @test sort(got) == sort([(r, i) for r in 0:3 for i in 1:2])
+        raw = open_port(; raw = true)
+        Monarch.send_parts(PortRef(raw), [UInt8[1], UInt8[2, 3]])
+        @test fetch(recv(raw)) == (UInt8[1], UInt8[2, 3])
+        Monarch.send_error(PortRef(raw), "went wrong")
+        @test_throws ActorError fetch(recv(raw))
+        once = open_port(; once = true)
+        send(PortRef(once), :only)
+        @test fetch(recv(once)) == :only
+        @test_throws Exception fetch(recv(once))          # a once port closes
+        close(rx); close(rx)
+        @test_throws ArgumentError recv(rx)
+    end
+
+    @testset "rdma" begin
+        r = spawn(procs, "rdma", Rdma)
+        data = UInt8[(i * 7 + 3) % 256 for i in 1:100_000]
+        buf = RDMABuffer(data)
+        @test sizeof(buf) == length(data)
+        desc = Monarch.descriptor(buf)
+        got, backend = fetch(call_one(slice(r; gpus = 1).fetch_bytes, desc, length(data)))
+        @test got == data
+        @test backend in ("same_host", "tcp", "ibverbs")
+        patch = UInt8[0xde, 0xad, 0xbe, 0xef]
+        @test fetch(call_one(slice(r; gpus = 2).put_bytes, desc, patch, 10)) == 4
+        @test data[11:14] == patch
+        @test data[10] == UInt8((10 * 7 + 3) % 256) && data[15] == UInt8((15 * 7 + 3) % 256)
+        close(buf)
+        ro = RDMABuffer(copy(data); read_only = true)
+        e = try
+            fetch(call_one(slice(r; gpus = 0).put_bytes, Monarch.descriptor(ro), patch, 0)); nothing
+        catch err
+            err
+        end
+        @test e isa ActorError
+        close(ro)
+        @test_throws ArgumentError RDMABuffer(UInt8[])
+    end
+
+    @testset "supervision" begin
+        # An actor that throws under broadcast fails; its owner (this
+        # program's top level) gets the event; later calls fail.
+        c = spawn(procs, "doomed", Counter)
+        broadcast(slice(c; gpus = 1).fail, "broadcast broke")
+        ev = next_supervision_event(; timeout = 60)
+        @test ev isa Monarch.SupervisionEvent
+        @test ev.cause == :endpoint_error && occursin("broadcast broke", ev.report)
+        @test ev.mesh == "doomed"
+        @test_throws ActorError fetch(call_one(slice(c; gpus = 1).value); timeout = 60)
+        # A Julia owner's supervise hook handles its child mesh's failure.
+        g = spawn(slice(procs; gpus = 3), "guardian", Guardian)
+        @test fetch(call_one(g.start_child))
+        @test fetch(call_one(g.break_child))
+        seen = []
+        deadline = time() + 60
+        while isempty(seen) && time() < deadline
+            seen = fetch(call_one(g.seen))
+            isempty(seen) && sleep(0.05)
+        end
+        @test length(seen) == 1 && seen[1][1] == :endpoint_error && occursin("child broke", seen[1][2])
+        @test next_supervision_event(; timeout = 0.5) === nothing   # handled, not escalated
+        # A worker that dies: its caller fails promptly, the owner hears of it.
+        lone = spawn_procs(this_host(); per_host = (gpus = 1,))
+        d = spawn(lone, "dying", Counter)
+        pid = fetch(call_one(d.pid))
+        f = call_one(d.die, 3)
+        @test_throws ActorError fetch(f; timeout = 60)
+        @test_throws ActorError fetch(call_one(d.value); timeout = 60)
+        ev = next_supervision_event(; timeout = 60)
+        @test ev !== nothing && ev.cause == :exit_code && ev.code == 3
+        @test !isdir("/proc/$pid") || read("/proc/$pid/stat", String) |> s -> split(s)[3] == "Z"
+        wait(stop(lone); timeout = 60)
+    end
+
+    wait(stop(procs); timeout = 60)
+end
+Monarch.shutdown()
