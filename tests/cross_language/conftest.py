@@ -1,8 +1,28 @@
 import os
+import shutil
+import subprocess
 import sys
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # tests/support: the session guards shared with bindings/python/tests.
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 
 from session_guards import no_leftover_procs, unhandled_failures_do_not_exit_pytest  # noqa: E402, F401
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+@pytest.fixture(scope="session")
+def cplugin(tmp_path_factory):
+    """The C plugin of cplugin.c (actor type "CCounter"), compiled with cc."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    assert cc, "no C compiler (cc) to build the test plugin"
+    out = tmp_path_factory.mktemp("plugin") / "libcplugin.so"
+    include = os.path.join(REPO, "bindings", "cpp", "include")
+    subprocess.check_call(
+        [cc, "-std=c11", "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
+         "-I", include, "-o", str(out), os.path.join(HERE, "cplugin.c")]
+    )
+    return str(out)

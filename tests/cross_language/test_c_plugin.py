@@ -1,21 +1,14 @@
 """A Python controller calls C actors (real processes).
 
 The controller spawns ``monarch worker --plugin`` procs hosting a tiny C
-plugin (cplugin.c, compiled here with ``cc`` against
+plugin (cplugin.c, compiled by the ``cplugin`` fixture of conftest.py against
 bindings/cpp/include/monarch/plugin.h) and calls its actors with raw bytes.
 """
-
-import os
-import shutil
-import subprocess
 
 import pytest
 from raw_parts import from_i64, i64
 
 from monarch.actor import ActorError, monarch_binary, this_host
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 def _monarch_bin():
@@ -23,19 +16,6 @@ def _monarch_bin():
         return monarch_binary()
     except FileNotFoundError as e:
         pytest.skip(f"the monarch binary is not built ({e})")
-
-
-@pytest.fixture(scope="module")
-def cplugin(tmp_path_factory):
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    assert cc, "no C compiler (cc) to build the test plugin"
-    out = tmp_path_factory.mktemp("plugin") / "libcplugin.so"
-    include = os.path.join(REPO, "bindings", "cpp", "include")
-    subprocess.check_call(
-        [cc, "-std=c11", "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
-         "-I", include, "-o", str(out), os.path.join(HERE, "cplugin.c")]
-    )
-    return str(out)
 
 
 @pytest.fixture(scope="module")
