@@ -104,11 +104,13 @@ function spawn_procs(host::HostMesh = this_host(); per_host::NamedTuple = (gpus 
     return managed(ProcMesh(out[]))
 end
 
-"""A mesh with no dimensions holding this process's own proc (its actors
-are served by `serve(; timeout)` in this process)."""
+"""A mesh with no dimensions holding this process's own proc. In a
+controller its actors are served by a task of this process (started here);
+in a worker, by the worker's own loop."""
 function this_proc()
     out = Ref{Ptr{CAPI.monarch_proc_mesh}}(C_NULL)
     check(CAPI.monarch_runtime_this_proc(runtime().ptr, out))
+    start_local_server!()
     return managed(ProcMesh(out[]))
 end
 

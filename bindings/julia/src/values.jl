@@ -125,7 +125,8 @@ julia_value(parts::Vector{Vector{UInt8}}) = isempty(parts) ? nothing : deseriali
 
 function raise_failures(failures, total, what)
     isempty(failures) && return
-    throw(ActorError("$what: $(failures[1].message)", failures, total))
+    msg = failures[1].message
+    throw(ActorError(isempty(msg) ? "$what failed" : msg, failures, total))
 end
 
 """Converters for futures: every point (a ValueMesh) or the single one."""

@@ -109,7 +109,10 @@ function run_event(kind, ev, hdr)
 end
 
 function error_text(kind, hdr, e, bt)
-    what = kind == CAPI.MONARCH_EVENT_MESSAGE ? "$(unsafe_string(hdr.method))" : "event $kind"
+    actor = get(HOSTED, unsafe_string(hdr.actor), nothing)
+    T = actor === nothing ? "" : "$(nameof(typeof(actor.instance)))."
+    what = kind == CAPI.MONARCH_EVENT_MESSAGE ? "$T$(unsafe_string(hdr.method))" :
+        kind == CAPI.MONARCH_EVENT_SPAWN ? "$(unsafe_string(hdr.type_name)) constructor" : "event $kind"
     rank = CURRENT_POINT[] === nothing ? "" : " on rank $(CURRENT_POINT[].rank)"
     return "$what$rank: " * sprint(showerror, e, bt)
 end
@@ -159,18 +162,21 @@ function handle_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_heade
     return true
 end
 
-# The loop waits for events inside libmonarch for at most BLOCK_MS at a
-# time, then lets the other tasks of the process run (yield): a reply is
-# picked up within microseconds, and other tasks wait at most BLOCK_MS.
-# While other tasks are runnable it only checks (timeout 0).
+# A worker's loop (`block=true`) waits for events inside libmonarch for at
+# most BLOCK_MS at a time, then lets libuv and the other tasks of the
+# process run: an event is picked up within microseconds, other tasks wait
+# at most BLOCK_MS, and while other tasks are runnable it only checks.
+# The loop of `this_proc()` in a controller (`block=false`) sleeps on the
+# runtime's fd instead, never holding the thread.
 const BLOCK_MS = 5
 # Base.Workqueue is the scheduler's run queue of Julia 1.5 (internal; where
 # a Julia version lacks it, the loop blocks its slices regardless).
 other_tasks_waiting() = isdefined(Base, :Workqueue) && !isempty(Base.Workqueue)
+run_other_tasks() = (isdefined(Base, :process_events) && Base.process_events(); yield())
 
 """Serve this process's actors for up to `timeout` seconds (`Inf`: until
 the proc is stopped). Returns false once the runtime stopped."""
-function serve(; timeout::Real = Inf)
+function serve(; timeout::Real = Inf, block::Bool = true)
     rt = runtime()
     deadline = time() + timeout
     ev = Ref{Ptr{CAPI.monarch_event}}(C_NULL)
@@ -178,19 +184,34 @@ function serve(; timeout::Real = Inf)
     while true
         is_running(rt) || return false
         remaining = deadline - time()
-        slice_ms = other_tasks_waiting() ? 0 : clamp(round(Int64, min(remaining, 1.0) * 1000), 0, BLOCK_MS)
+        slice_ms = (!block || other_tasks_waiting()) ? 0 : clamp(round(Int64, min(remaining, 1.0) * 1000), 0, BLOCK_MS)
         st = CAPI.monarch_runtime_next_event_header(rt.ptr, slice_ms, ev, hdr)
         if st == CAPI.MONARCH_OK
             handle_event(ev[], hdr[]) || return false
         elseif st == CAPI.MONARCH_ERR_TIMEOUT
             remaining <= 0 && return true
-            yield()
+            block ? run_other_tasks() : wait_tick(rt, min(remaining, 3600.0))
         elseif st == CAPI.MONARCH_ERR_STOPPED
             return false
         else
             check(st)
         end
     end
+end
+
+const LOCAL_SERVER = Ref{Union{Nothing, Task}}(nothing)
+
+"""In a controller, serve the actors of `this_proc()` on a task of their own."""
+function start_local_server!()
+    runtime().is_worker && return
+    t = LOCAL_SERVER[]
+    (t === nothing || istaskdone(t)) || return
+    LOCAL_SERVER[] = @async try
+        serve(; block = false)
+    catch e
+        @error "monarch: the this_proc() actors stopped being served" exception = (e, catch_backtrace())
+    end
+    return
 end
 
 """

@@ -95,7 +95,7 @@ from_i64(b) = reinterpret(Int64, b)[1]
             err
         end
         @test e isa ActorError
-        @test occursin("bad input", e.message) && occursin("on rank 0", e.message)
+        @test occursin("bad input", e.message) && startswith(e.message, "Counter.fail on rank 0:")
         @test length(e.failures) == 4
         @test remote_exception(e) isa ArgumentError
         @test occursin("3 more of 4", sprint(showerror, e))
@@ -135,6 +135,14 @@ from_i64(b) = reinterpret(Int64, b)[1]
         @test ticker[] > 5                                # the scheduler kept running
         ticker[] = -10
         wait(t)
+    end
+
+    @testset "this_proc" begin
+        loc = spawn(this_proc(), "local", Counter, 1)
+        @test fetch(call_one(loc.pid)) == getpid()
+        @test fetch(call_one(loc.incr, 2)) == 3
+        @test sizes(loc) == NamedTuple()
+        wait(stop(loc); timeout = 30)
     end
 
     @testset "ports" begin
