@@ -7,7 +7,8 @@ between two Python processes, and for broadcast+gather the same round over
 bare pipes to as many child processes. The CPU rows add up the user and
 system CPU time of the controller and its procs over the gathers: divided by
 the CPU count, that is the least a round can take on this machine. The C++ rows come from the C++ ping benchmark
-(benches/cpp_ping.cpp, built by `make cpp`) when its binary exists.
+(benches/cpp_ping.cpp, built by `make cpp`) when its binary exists, the Julia rows from benches/julia_ping.jl
+when `julia` is on PATH (`make julia`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import multiprocessing as mp
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -132,6 +134,24 @@ def cpp_rows(binary: str) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def julia_rows(julia: str | None) -> list[tuple[str, str, str, str]]:
+    """Run the Julia ping benchmark (a Julia controller and a Julia actor)."""
+    if julia is None:
+        return [("Julia ping / pipelined", "skipped (no julia on PATH: make julia)", "", "")]
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "julia_ping.jl")
+    out = subprocess.run(
+        [julia, "--startup-file=no", script], capture_output=True, text=True, timeout=600, check=True
+    ).stdout
+    rt = re.search(r"median ([\d.]+) us, p99 ([\d.]+) us", out)
+    tp = re.search(r"pipelined calls: (\d+) msgs/s", out)
+    if not rt or not tp:
+        raise RuntimeError(f"unexpected output from {script}:\n{out}")
+    return [
+        ("Julia ping round trip (median / p99)", f"{float(rt[1]):.1f} / {float(rt[2]):.1f} us", "<= 40 us", ""),
+        ("Julia pipelined calls (window 256)", f"{int(tp[1]):,} /s", ">= 50,000 /s", ""),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--pings", type=int, default=5000)
@@ -221,6 +241,7 @@ def main() -> int:
     rows.append(("one 64 MiB payload", f"{len(payload) / best / 1e9:.2f} GB/s", ">= 4 GB/s", ""))
     procs.stop().get()
     rows.extend(cpp_rows(args.cpp_ping))
+    rows.extend(julia_rows(shutil.which("julia")))
 
     print_table(("workload", "measured", "target", "floor (same run)"), rows)
     return 0

@@ -76,14 +76,14 @@ function encoding(m::ActorMesh, method::Symbol)
 end
 encode(raw::Bool, args) = raw ? [as_part(x) for x in args] : [serialize_bytes(args)]
 decoder(raw::Bool) = raw ? raw_value : julia_value
-describe(m::ActorMesh, method) = "$(getfield(m, :type)).$method"
+describe(m::ActorMesh, method) = (getfield(m, :type), method)
 
 function start_call(m::ActorMesh, method::Symbol, args, mode)
     raw = encoding(m, method)
     out = Ref{Ptr{CAPI.monarch_future}}(C_NULL)
     with_parts(encode(raw, args)) do arr, n
-        check_actors(CAPI.monarch_actor_mesh_call(handle(m), cstr(String(method)), arr, n, UInt32(mode), out),
-            describe(m, method))
+        st = CAPI.monarch_actor_mesh_call(handle(m), cstr(String(method)), arr, n, UInt32(mode), out)
+        st == CAPI.MONARCH_OK || check_actors(st, what_text(describe(m, method)))
     end
     return raw, out[]
 end
@@ -119,9 +119,10 @@ function stream(m::ActorMesh, method::Symbol, args...; timeout::Real = DEFAULT_T
     n = length(m)
     out = Ref{Ptr{CAPI.monarch_port_receiver}}(C_NULL)
     with_parts(encode(raw, args)) do arr, k
-        check_actors(CAPI.monarch_actor_mesh_stream(handle(m), cstr(String(method)), arr, k, out), describe(m, method))
+        check_actors(CAPI.monarch_actor_mesh_stream(handle(m), cstr(String(method)), arr, k, out),
+            what_text(describe(m, method)))
     end
-    rx = managed_receiver(out[], decoder(raw), describe(m, method))
+    rx = managed_receiver(out[], decoder(raw), what_text(describe(m, method)))
     return Channel{Any}(n) do ch
         try
             for _ in 1:n

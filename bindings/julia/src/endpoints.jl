@@ -1,15 +1,20 @@
 # Declaring the endpoints of a Julia actor type, and the hooks an actor
 # type may define (supervise, cleanup).
 
-"""(actor type, endpoint name) => (function, raw)."""
-const ENDPOINTS = Dict{Tuple{Any, Symbol}, Tuple{Any, Bool}}()
+"""actor type => endpoint name => (function, raw). Types are looked up by
+identity (IdDict): hashing a type is slow, and this is on every call."""
+const ENDPOINTS = IdDict{Any, Dict{Symbol, Tuple{Any, Bool}}}()
 
-register_endpoint!(T, name::Symbol, f, raw::Bool) = (ENDPOINTS[(T, name)] = (f, raw); nothing)
+function register_endpoint!(T, name::Symbol, f, raw::Bool)
+    get!(() -> Dict{Symbol, Tuple{Any, Bool}}(), ENDPOINTS, T)[name] = (f, raw)
+    return nothing
+end
 
 function find_endpoint(T, name::Symbol)
-    ep = get(ENDPOINTS, (T, name), nothing)
+    eps = get(ENDPOINTS, T, nothing)
+    ep = eps === nothing ? nothing : get(eps, name, nothing)
     ep === nothing || return ep
-    known = sort([String(k[2]) for k in keys(ENDPOINTS) if k[1] == T])
+    known = eps === nothing ? String[] : sort([String(k) for k in keys(eps)])
     throw(ArgumentError("$T has no endpoint $name (endpoints: $(join(known, ", ")))"))
 end
 

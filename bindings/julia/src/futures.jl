@@ -1,5 +1,9 @@
-# Futures: a pending result. `fetch`/`wait` never block the Julia
-# scheduler (they sleep on the runtime's fd wakes) and take a timeout.
+# Futures: a pending result. `fetch`/`wait` take a timeout and leave the
+# Julia scheduler running. A task that is the only one waiting, while no
+# other task is runnable, waits inside libmonarch (whose waiting thread reads
+# the sockets itself: the fast path) in slices of at most BLOCK_MS, letting
+# libuv and other tasks run between slices; otherwise tasks sleep on the
+# runtime's notification fd (runtime.jl), woken by its task.
 
 """A pending result of a call, spawn, stop, port receive or transfer.
 `fetch(f; timeout=60)` returns the converted result (a ValueMesh, one
@@ -7,15 +11,15 @@ value, ...) or throws; `wait(f; timeout)` only waits."""
 mutable struct Future{T}
     ptr::Ptr{CAPI.monarch_future}
     convert::T
-    what::String
+    what::Any      # a String, or (type, method) formatted only when needed
     result::Any
     done::Bool
 end
 
 const DEFAULT_TIMEOUT = 60.0
 
-function Future(ptr::Ptr{CAPI.monarch_future}, convert, what::AbstractString)
-    f = Future(ptr, convert, String(what), nothing, false)
+function Future(ptr::Ptr{CAPI.monarch_future}, convert, what)
+    f = Future(ptr, convert, what, nothing, false)
     finalizer(free!, f)
     return f
 end
@@ -37,23 +41,37 @@ function Base.isready(f::Future)
     return r[]
 end
 
+# How many tasks are in `wait` on a future.
+const WAITERS = Ref(0)
+
 function Base.wait(f::Future; timeout::Real = DEFAULT_TIMEOUT)
     isready(f) && return f
     rt = runtime()
     deadline = time() + timeout
-    # A few turns of the scheduler first: most replies arrive within them.
-    for _ in 1:64
-        yield()
-        isready(f) && return f
-    end
-    while !isready(f)
-        remaining = deadline - time()
-        remaining <= 0 && throw(TimeoutError("$(f.what) not complete after $(timeout) s"))
-        is_running(rt) || throw(status_error(CAPI.MONARCH_ERR_STOPPED))
-        wait_tick(rt, remaining)
+    WAITERS[] += 1
+    try
+        while !isready(f)
+            remaining = deadline - time()
+            remaining <= 0 && throw(TimeoutError("$(what_text(f.what)) not complete after $(timeout) s"))
+            is_running(rt) || throw(status_error(CAPI.MONARCH_ERR_STOPPED))
+            if WAITERS[] == 1 && !other_tasks_waiting()
+                ms = clamp(round(Int64, min(remaining, 1.0) * 1000), 0, BLOCK_MS)
+                st = CAPI.monarch_future_wait(f.ptr, ms)
+                st == CAPI.MONARCH_OK && break
+                st == CAPI.MONARCH_ERR_TIMEOUT || check(st)
+                run_other_tasks()
+            else
+                wait_tick(rt, remaining)
+            end
+        end
+    finally
+        WAITERS[] -= 1
     end
     return f
 end
+
+what_text(w::AbstractString) = w
+what_text(w::Tuple) = string(w[1], ".", w[2])
 
 function Base.fetch(f::Future; timeout::Real = DEFAULT_TIMEOUT)
     f.done && return unwrap(f.result)
@@ -70,7 +88,7 @@ function Base.fetch(f::Future; timeout::Real = DEFAULT_TIMEOUT)
     else
         # The whole operation failed (PROC_FAILED: because its actors or procs did).
         try
-            check_actors(st, f.what)
+            check_actors(st, what_text(f.what))
         catch e
             CapturedError(e)
         end

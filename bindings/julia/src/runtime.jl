@@ -54,6 +54,14 @@ function start_pump!(rt::Runtime)
     return
 end
 
+# The longest a wait stays inside libmonarch before libuv and the other
+# tasks of the process run (futures.jl, worker.jl).
+const BLOCK_MS = 5
+# Base.Workqueue is the scheduler's run queue of Julia 1.5 (internal; where
+# a Julia version lacks it, waits block their slices regardless).
+other_tasks_waiting() = isdefined(Base, :Workqueue) && !isempty(Base.Workqueue)
+run_other_tasks() = (isdefined(Base, :process_events) && Base.process_events(); yield())
+
 """Wait for the next wake of the runtime's fd, at most `timeout` seconds."""
 function wait_tick(rt::Runtime, timeout::Real)
     timer = Timer(_ -> notify(rt.tick), max(timeout, 0.0))

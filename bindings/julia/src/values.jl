@@ -58,10 +58,11 @@ end
 
 """Read every point of `raw`: returns (shape, values or failures), freeing it.
 `decode(parts::Vector{Vector{UInt8}})` turns one point's parts into a value."""
-function read_points(raw::RawValueMesh, decode)
+function read_points(raw::RawValueMesh, decode, want_shape::Bool = true)
     ptr = raw.ptr
     try
-        shape = parse_shape(owned_bytes((o, n) -> CAPI.monarch_value_mesh_shape(ptr, o, n)))
+        shape = want_shape ? parse_shape(owned_bytes((o, n) -> CAPI.monarch_value_mesh_shape(ptr, o, n))) :
+            Shape(String[], Int[])
         n = Ref{Csize_t}(0)
         check(CAPI.monarch_value_mesh_len(ptr, n))
         values = Vector{Any}(undef, n[])
@@ -126,7 +127,7 @@ julia_value(parts::Vector{Vector{UInt8}}) = isempty(parts) ? nothing : deseriali
 function raise_failures(failures, total, what)
     isempty(failures) && return
     msg = failures[1].message
-    throw(ActorError(isempty(msg) ? "$what failed" : msg, failures, total))
+    throw(ActorError(isempty(msg) ? "$(what_text(what)) failed" : msg, failures, total))
 end
 
 """Converters for futures: every point (a ValueMesh) or the single one."""
@@ -139,9 +140,9 @@ function all_points(decode, what)
 end
 function one_point(decode, what)
     return raw -> begin
-        _, values, failures = read_points(raw, decode)
+        _, values, failures = read_points(raw, decode, false)
         raise_failures(failures, length(values), what)
-        length(values) == 1 || throw(ArgumentError("$what: expected one reply, got $(length(values))"))
+        length(values) == 1 || throw(ArgumentError("$(what_text(what)): expected one reply, got $(length(values))"))
         values[1]
     end
 end

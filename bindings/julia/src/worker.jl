@@ -21,14 +21,18 @@ mutable struct Hosted
 end
 
 const HOSTED = Dict{String, Hosted}()
-const CURRENT_POINT = Ref{Union{Nothing, Point}}(nothing)
+# The event being handled (its point is read only when asked for).
+const CURRENT_EVENT = Ref{Ptr{CAPI.monarch_event}}(C_NULL)
 
-"""The point of the actor whose message is being handled (in a worker)."""
+"""The point of the actor whose message is being handled: its rank and
+coordinates in the mesh the message was sent to."""
 function current_rank()
-    p = CURRENT_POINT[]
-    p === nothing && throw(ArgumentError("current_rank() is only known inside an endpoint"))
-    return p
+    ev = CURRENT_EVENT[]
+    ev == C_NULL && throw(ArgumentError("current_rank() is only known inside an endpoint"))
+    rank, shape = event_point(ev)
+    return Point(rank, coords_of(shape, rank))
 end
+current_rank_number() = (ev = CURRENT_EVENT[]; ev == C_NULL ? nothing : event_point(ev)[1])
 
 """Resolve "Module.Type" or "Module:Type" to a type, from Main."""
 function resolve_type(name::AbstractString)
@@ -81,7 +85,6 @@ function run_event(kind, ev, hdr)
         parts = event_parts(ev, hdr)
         T = resolve_type(tname)
         rank, shape = event_point(ev)
-        CURRENT_POINT[] = Point(rank, coords_of(shape, rank))
         instance = occursin(':', tname) ? T(parts...) : T(julia_value(parts)...)
         HOSTED[actor] = Hosted(instance, rank, shape)
         return Vector{UInt8}[]
@@ -91,8 +94,6 @@ function run_event(kind, ev, hdr)
     if kind == CAPI.MONARCH_EVENT_MESSAGE
         method = Symbol(unsafe_string(hdr.method))
         f, raw = find_endpoint(typeof(hosted.instance), method)
-        rank, shape = event_point(ev)
-        CURRENT_POINT[] = Point(rank, coords_of(shape, rank))
         parts = event_parts(ev, hdr)
         return raw ? raw_reply(f(hosted.instance, parts...)) : [serialize_bytes(f(hosted.instance, julia_value(parts)...))]
     elseif kind == CAPI.MONARCH_EVENT_STOP_ACTOR
@@ -113,7 +114,8 @@ function error_text(kind, hdr, e, bt)
     T = actor === nothing ? "" : "$(nameof(typeof(actor.instance)))."
     what = kind == CAPI.MONARCH_EVENT_MESSAGE ? "$T$(unsafe_string(hdr.method))" :
         kind == CAPI.MONARCH_EVENT_SPAWN ? "$(unsafe_string(hdr.type_name)) constructor" : "event $kind"
-    rank = CURRENT_POINT[] === nothing ? "" : " on rank $(CURRENT_POINT[].rank)"
+    r = current_rank_number()
+    rank = r === nothing ? "" : " on rank $r"
     return "$what$rank: " * sprint(showerror, e, bt)
 end
 
@@ -124,14 +126,16 @@ function handle_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_heade
         CAPI.monarch_event_free(ev)
         return false
     end
-    CURRENT_POINT[] = nothing
     local reply
     failed = nothing
+    CURRENT_EVENT[] = ev
     try
         reply = run_event(kind, ev, hdr)
     catch e
         failed = (e, catch_backtrace())
     end
+    msg = failed === nothing ? "" : error_text(kind, hdr, failed...)
+    CURRENT_EVENT[] = C_NULL
     # An answer that cannot be delivered (its caller is gone) is logged; the proc serves on.
     st = if failed === nothing
         if !hdr.wants_reply
@@ -145,8 +149,7 @@ function handle_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_heade
             s
         end
     else
-        e, bt = failed
-        msg = error_text(kind, hdr, e, bt)
+        e = failed[1]
         payload = try
             [serialize_bytes(e)]
         catch
@@ -168,11 +171,6 @@ end
 # at most BLOCK_MS, and while other tasks are runnable it only checks.
 # The loop of `this_proc()` in a controller (`block=false`) sleeps on the
 # runtime's fd instead, never holding the thread.
-const BLOCK_MS = 5
-# Base.Workqueue is the scheduler's run queue of Julia 1.5 (internal; where
-# a Julia version lacks it, the loop blocks its slices regardless).
-other_tasks_waiting() = isdefined(Base, :Workqueue) && !isempty(Base.Workqueue)
-run_other_tasks() = (isdefined(Base, :process_events) && Base.process_events(); yield())
 
 """Serve this process's actors for up to `timeout` seconds (`Inf`: until
 the proc is stopped). Returns false once the runtime stopped."""
@@ -190,7 +188,17 @@ function serve(; timeout::Real = Inf, block::Bool = true)
             handle_event(ev[], hdr[]) || return false
         elseif st == CAPI.MONARCH_ERR_TIMEOUT
             remaining <= 0 && return true
-            block ? run_other_tasks() : wait_tick(rt, min(remaining, 3600.0))
+            if block
+                run_other_tasks()
+            else
+                # Counted as a waiter, so a future's wait does not hold the thread meanwhile.
+                WAITERS[] += 1
+                try
+                    wait_tick(rt, min(remaining, 3600.0))
+                finally
+                    WAITERS[] -= 1
+                end
+            end
         elseif st == CAPI.MONARCH_ERR_STOPPED
             return false
         else
