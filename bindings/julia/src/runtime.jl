@@ -105,3 +105,15 @@ function next_supervision_event(; timeout::Real = 0)
         wait_tick(rt, remaining)
     end
 end
+
+"""The job secret peers authenticate with (MONARCH_JOB_TOKEN when it was set
+as the runtime started, else a random one): give it to `monarch host`
+agents in their environment, never on a command line."""
+job_secret() = String(owned_bytes((o, n) -> CAPI.monarch_runtime_job_token(runtime().ptr, o, n)))
+
+"""Streaming of remote procs' stdout/stderr: printed with a `[rank N]`
+prefix (`stream_to_client`), identical lines within `aggregate_window`
+seconds printed once."""
+function logging_option(; stream_to_client::Bool = true, aggregate_window::Real = 0)
+    check(CAPI.monarch_runtime_logging_option(runtime().ptr, stream_to_client, UInt64(round(aggregate_window * 1000))))
+end

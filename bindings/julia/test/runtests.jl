@@ -224,6 +224,40 @@ from_i64(b) = reinterpret(Int64, b)[1]
         wait(stop(lone); timeout = 60)
     end
 
+    @testset "host agents" begin
+        secret = Monarch.job_secret()
+        agent = withenv("MONARCH_JOB_TOKEN" => secret) do
+            open(`$(Monarch.monarch_binary()) host --listen 127.0.0.1:0`, "r")
+        end
+        try
+            line = readline(agent)
+            @test startswith(line, "MONARCH_HOST_READY ")
+            hosts = attach_hosts([split(line)[2]])
+            @test sizes(hosts) == (hosts = 1,)
+            remote = spawn_procs(hosts; per_host = (gpus = 2,))
+            @test sizes(remote) == (hosts = 1, gpus = 2)
+            c = spawn(remote, "remote", Counter, 5)
+            @test fetch(call(c.incr, 1))[hosts = 0, gpus = 1] == 6
+            wait(stop(remote); timeout = 60)
+            close(hosts)
+            @test_throws MonarchError attach_hosts(["127.0.0.1:1"])
+        finally
+            kill(agent)
+            wait(agent)
+        end
+    end
+
     wait(stop(procs); timeout = 60)
+
+    @testset "handles after shutdown" begin
+        c = spawn(this_proc(), "last", Counter, 0)
+        f = call_one(c.value)
+        rx = open_port()
+        Monarch.shutdown()
+        @test_throws Exception fetch(f; timeout = 5)
+        close(c); close(procs); close(rx); close(f)       # safe after the runtime is gone
+        close(c)
+        GC.gc()                                           # and finalizers too
+        @test true
+    end
 end
-Monarch.shutdown()
