@@ -26,3 +26,19 @@ def cplugin(tmp_path_factory):
          "-I", include, "-o", str(out), os.path.join(HERE, "cplugin.c")]
     )
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def cppplugin(tmp_path_factory):
+    """examples/cpp's C++ plugin (actor type "Trainer", monarch/plugin.hpp), compiled with c++."""
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    assert cxx, "no C++ compiler (c++) to build the example plugin"
+    out = tmp_path_factory.mktemp("cppplugin") / "libmyactors.so"
+    cpp = os.path.join(REPO, "bindings", "cpp")
+    subprocess.check_call(
+        [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
+         "-I", os.path.join(cpp, "include"), "-I", os.path.join(REPO, "include"),
+         "-I", os.path.join(cpp, "third_party", "flatbuffers", "include"),
+         "-o", str(out), os.path.join(REPO, "examples", "cpp", "myactors.cpp")]
+    )
+    return str(out)

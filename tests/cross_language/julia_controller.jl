@@ -1,9 +1,10 @@
 # A Julia controller calling raw-bytes endpoints of actors in other
 # languages: Python actors (bindings/python/tests/actors.py RawActor,
-# hosted by `python -m monarch._bootstrap`) and C plugin actors (cplugin.c's
-# CCounter, hosted by `monarch worker --plugin`). Run by test_julia.py as
-#   julia julia_controller.jl PYTHON PLUGIN.so
-# and prints "N passed, M failed" (exit status 1 on any failure).
+# hosted by `python -m monarch._bootstrap`), C plugin actors (cplugin.c's
+# CCounter) and C++ plugin actors (examples/cpp's Trainer), hosted by
+# `monarch worker --plugin`. Run by test_julia.py as
+#   julia julia_controller.jl PYTHON CPLUGIN.so CPPPLUGIN.so
+# (exit status 1 on any failure: the top-level @testset throws).
 
 pushfirst!(LOAD_PATH, joinpath(@__DIR__, "..", "..", "bindings", "julia"))
 using Monarch
@@ -11,11 +12,11 @@ using Monarch: ActorError
 using Test
 
 const REPO = normpath(joinpath(@__DIR__, "..", ".."))
-python, plugin = ARGS[1], ARGS[2]
+python, plugin, cppplugin = ARGS[1], ARGS[2], ARGS[3]
 i64(v) = reinterpret(UInt8, [Int64(v)])
 from_i64(b) = reinterpret(Int64, b)[1]
 
-results = @testset "Julia controller, other languages' actors" begin
+@testset "Julia controller, other languages' actors" begin
     @testset "Python actors" begin
         pypath = join([joinpath(REPO, "bindings", "python", "tests"), get(ENV, "PYTHONPATH", "")], ":")
         procs = spawn_procs(this_host(); per_host = (gpus = 2,), bootstrap = [python, "-m", "monarch._bootstrap"],
@@ -56,9 +57,28 @@ results = @testset "Julia controller, other languages' actors" begin
         @test ce isa ActorError && occursin("start must be 8 bytes", ce.message)
         wait(stop(procs); timeout = 60)
     end
+    @testset "C++ plugin actors: SGD with examples/cpp's Trainer" begin
+        procs = spawn_procs(this_host(); per_host = (gpus = 2,), plugins = [cppplugin])
+        dim = 3
+        t = spawn_native(procs, "trainers", "Trainer", i64(64), reinterpret(UInt8, Int32[dim]), reinterpret(UInt8, UInt64[7]))
+        w = zeros(dim)
+        losses = Float64[]
+        for step in 1:20
+            @test all(v === nothing for v in values(fetch(call(t.set_weights, reinterpret(UInt8, w)))))
+            outs = [reinterpret(Float64, copy(v)) for v in values(fetch(call(t.grad)))]
+            total = sum(outs)
+            push!(losses, total[dim + 1] / total[dim + 2])
+            w .-= 1.0 .* total[1:dim] ./ total[dim + 2]
+        end
+        @test losses[end] < losses[1] / 10
+        e = try
+            fetch(call(t.set_weights, reinterpret(UInt8, zeros(dim + 1)))); nothing
+        catch err
+            err
+        end
+        @test e isa ActorError && occursin("wrong weight dimension", e.message)
+        wait(stop(procs); timeout = 60)
+    end
 end
 Monarch.shutdown()
-counts = Test.get_test_counts(results)
-passed, failed = counts[1] + counts[5], counts[2] + counts[3] + counts[6] + counts[7]
-println("$passed passed, $failed failed")
-exit(failed == 0 ? 0 : 1)
+println("julia_controller.jl: all passed")

@@ -3,7 +3,8 @@
 * A Python controller spawns Julia worker procs (julia_actors.jl) and calls
   the raw-bytes endpoints of a Julia actor, spawned by type name.
 * A Julia controller (julia_controller.jl) calls raw-bytes endpoints of
-  Python actors and of C plugin actors hosted by ``monarch worker --plugin``.
+  Python actors, and of C and C++ plugin actors (cplugin.c's CCounter,
+  examples/cpp's Trainer) hosted by ``monarch worker --plugin``.
 
 Needs ``julia`` on PATH (``make julia`` installs it).
 """
@@ -60,11 +61,11 @@ def test_julia_actor_reads_a_python_rdma_buffer(julia_procs):
     assert got == bytes(data)
 
 
-def test_julia_controller_calls_python_and_c_plugin_actors(cplugin):
+def test_julia_controller_calls_python_c_and_cpp_plugin_actors(cplugin, cppplugin):
     script = os.path.join(HERE, "julia_controller.jl")
     r = subprocess.run(
-        [JULIA, "--startup-file=no", script, sys.executable, cplugin],
+        [JULIA, "--startup-file=no", script, sys.executable, cplugin, cppplugin],
         capture_output=True, text=True, timeout=300,
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    assert "0 failed" in r.stdout
+    assert "julia_controller.jl: all passed" in r.stdout

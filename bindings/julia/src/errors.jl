@@ -38,11 +38,14 @@ end
 """The remote exception of the first failure (or `nothing`)."""
 remote_exception(e::ActorError) = isempty(e.failures) ? nothing : e.failures[1].exception
 
-"""A mesh (or the procs under it) failed: the supervision event."""
+"""An operation refused because the actors or procs it needed failed (a
+proc that died, an actor that failed under a broadcast): libmonarch's
+message, and the supervision event when one is known."""
 struct SupervisionError <: Exception
+    message::String
     event::Any
 end
-Base.showerror(io::IO, e::SupervisionError) = print(io, "SupervisionError: ", e.event.report)
+Base.showerror(io::IO, e::SupervisionError) = print(io, "SupervisionError: ", e.message)
 
 function status_error(status::Integer)
     msg = unsafe_string(CAPI.monarch_last_error())
@@ -56,12 +59,12 @@ end
     return nothing
 end
 
-"""As `check`, for starting an operation on actors: a proc or actor that
-failed is an ActorError (what a caller catches), anything else a MonarchError."""
+"""As `check`, for an operation on actors: a proc or actor that failed
+(MONARCH_ERR_PROC_FAILED) is a SupervisionError, anything else a MonarchError."""
 @inline function check_actors(status::Integer, what)
     status == CAPI.MONARCH_OK && return nothing
     err = status_error(status)
-    status == CAPI.MONARCH_ERR_PROC_FAILED && throw(ActorError("$what: $(err.message)", Failure[], 0))
+    status == CAPI.MONARCH_ERR_PROC_FAILED && throw(SupervisionError("$what: $(err.message)", nothing))
     throw(err)
 end
 

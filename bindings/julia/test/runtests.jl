@@ -198,7 +198,7 @@ from_i64(b) = reinterpret(Int64, b)[1]
         @test ev isa Monarch.SupervisionEvent
         @test ev.cause == :endpoint_error && occursin("broadcast broke", ev.report)
         @test ev.mesh == "doomed"
-        @test_throws ActorError fetch(call_one(slice(c; gpus = 1).value); timeout = 60)
+        @test_throws SupervisionError fetch(call_one(slice(c; gpus = 1).value); timeout = 60)
         # A Julia owner's supervise hook handles its child mesh's failure.
         g = spawn(slice(procs; gpus = 3), "guardian", Guardian)
         @test fetch(call_one(g.start_child))
@@ -217,7 +217,7 @@ from_i64(b) = reinterpret(Int64, b)[1]
         pid = fetch(call_one(d.pid))
         f = call_one(d.die, 3)
         @test_throws ActorError fetch(f; timeout = 60)
-        @test_throws ActorError fetch(call_one(d.value); timeout = 60)
+        @test_throws SupervisionError fetch(call_one(d.value); timeout = 60)
         ev = next_supervision_event(; timeout = 60)
         @test ev !== nothing && ev.cause == :exit_code && ev.code == 3
         @test !isdir("/proc/$pid") || read("/proc/$pid/stat", String) |> s -> split(s)[3] == "Z"
