@@ -126,15 +126,14 @@ from_i64(b) = reinterpret(Int64, b)[1]
         tasks = [@async fetch(call_one(slice(c; gpus = i % 4).incr, 1)) for i in 1:40]
         @test sort(fetch.(tasks))[end] >= 1
         @test sum(values(fetch(call(c.value)))) == 40
-        ticker = Ref(0)
-        t = @async while ticker[] >= 0
-            ticker[] += 1
-            sleep(0.01)
-        end
-        fetch(call_one(one.nap, 0.5))
-        @test ticker[] > 5                                # the scheduler kept running
-        ticker[] = -10
-        wait(t)
+        # While a task waits for a slow reply, the other tasks keep running.
+        waiter = @async fetch(call_one(one.nap, 2.0); timeout = 60)
+        ch = Channel{Int}(0)
+        producer = @async foreach(i -> put!(ch, i), 1:100)
+        @test sum(take!(ch) for _ in 1:100) == 5050
+        wait(producer)
+        @test !istaskdone(waiter)
+        @test fetch(waiter) == :awake
     end
 
     @testset "this_proc" begin
