@@ -30,6 +30,22 @@ from_i64(b) = reinterpret(Int64, b)[1]
             @test success(`$python $(joinpath(REPO, "scripts", "gen-julia-ccall.py")) --check`)
         end
         @test_throws MonarchError Monarch.check(Monarch.CAPI.monarch_future_free(Ptr{Monarch.CAPI.monarch_future}(1)))
+        # MONARCH_LIB is honoured, and a library of an unknown ABI version refused.
+        cc = Sys.which("cc")
+        if cc !== nothing
+            dir = mktempdir()
+            write(joinpath(dir, "fake.c"), "unsigned monarch_abi_version(void) { return 99; }\n")
+            run(`$cc -shared -fPIC -o $(joinpath(dir, "libfake.so")) $(joinpath(dir, "fake.c"))`)
+            code = "pushfirst!(LOAD_PATH, $(repr(normpath(joinpath(@__DIR__, ".."))))); using Monarch; print(Monarch.library_path())"
+            load = `$(Base.julia_cmd()) --startup-file=no -e $code`
+            err = IOBuffer()
+            ok = withenv("MONARCH_LIB" => joinpath(dir, "libfake.so")) do
+                success(pipeline(load; stderr = err))
+            end
+            @test !ok && occursin("ABI version 99", String(take!(err)))
+            @test withenv(() -> read(load, String), "MONARCH_LIB" => Monarch.library_path()) == Monarch.library_path()
+            rm(dir; recursive = true)
+        end
     end
 
     procs = spawn_procs(this_host(); per_host = (gpus = 4,))
