@@ -38,14 +38,14 @@ ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
-	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), install test, SLURM tests, orphan check (what CI runs)"
+	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, Julia tests, C++ tests (+ASan), install test, SLURM tests, orphan check (what CI runs)"
 	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
 	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
 	@echo "make install   pip install . (the Python distribution libmonarch) into .venv; with PREFIX=DIR also"
 	@echo "               the C/C++ package into DIR (library + SONAME links, headers, CMake, pkg-config, CLI)"
 	@echo "make test-install  wheel + sdist into a fresh venv outside the repo (demo, monarch on PATH),"
 	@echo "               install to a temp prefix, C via pkg-config and C++ via find_package, SONAME"
-	@echo "make header    regenerate include/monarch.h (cbindgen)"
+	@echo "make header    regenerate include/monarch.h (cbindgen), the cffi module and the Julia ccall layer"
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
