@@ -220,8 +220,9 @@ impl Inner {
 
     /// A `Supervise` frame arrived from `peer`.
     pub(super) fn on_supervise(&self, peer: &str, parts: &[Vec<u8>]) {
-        if let Some(ev) = self.supervision.received(peer, parts) {
-            self.route(ev);
+        match self.supervision.received(peer, parts) {
+            Ok(ev) => self.route(ev),
+            Err(why) => self.trust.refused(peer, "Supervise", why),
         }
     }
 
