@@ -51,6 +51,7 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 mod connect_tests;
 #[cfg(test)]
 mod empty_key_tests;
+mod setup_errors;
 #[cfg(test)]
 mod spin_hint_tests;
 mod supervise;
@@ -109,6 +110,8 @@ pub(crate) struct Inner {
     next_id: AtomicU64,
     /// Who may send what: port ids, the refusal log.
     trust: trust::Trust,
+    /// Why inbound connections could not be set up.
+    setup_errors: setup_errors::SetupErrors,
 
     // The parts that own the runtime's state.
     peers: peers::Peers,
@@ -294,6 +297,7 @@ impl Runtime {
             children: Default::default(),
             next_id: AtomicU64::new(1),
             trust: Default::default(),
+            setup_errors: Default::default(),
             lifecycle: Lifecycle::default(),
             pump: Arc::new(WeakPump {
                 rt: weak.clone(),

@@ -304,8 +304,9 @@ impl Inner {
                 return Err(Error::new(
                     ErrorKind::ProcFailed,
                     format!(
-                        "proc {addr} did not become ready within {:?}",
-                        spawn_timeout()
+                        "proc {addr} did not become ready within {:?}{}",
+                        spawn_timeout(),
+                        self.setup_errors.explain(addr)
                     ),
                 ));
             }
