@@ -7,8 +7,8 @@ For ``--seconds`` (default 60), two threads of the controller run at once:
 * gathers: ``call(i).get()`` over 4 procs, every point checked to be ``i``.
 
 Then ``--rounds`` (default 200) spawn/kill rounds: spawn 2 procs, spawn an
-actor, call it; in odd rounds SIGKILL one proc first (its failure is
-expected); stop the mesh. Threads and descriptors of the controller and
+actor, call it; in odd rounds SIGKILL one proc first, and the call must
+fail with SupervisionError; stop the mesh. Threads and descriptors of the controller and
 its child processes are counted after the first two rounds (threads
 started once are no leak) and after the last (waiting up to 30 s for
 them to settle).
@@ -30,7 +30,7 @@ import threading
 import time
 
 import monarch.actor as ma
-from monarch.actor import Actor, endpoint, this_host
+from monarch.actor import Actor, SupervisionError, endpoint, this_host
 
 
 class Echo(Actor):
@@ -136,6 +136,7 @@ def settle(before: tuple[int, int, list[int]], wait: float = 30.0) -> tuple[int,
 def spawn_kill(rounds: int) -> dict:
     failures: list = []
     ma.unhandled_fault_hook = failures.append  # the SIGKILLs are expected
+    killed_seen = 0
     before = snapshot()
     t0 = time.monotonic()
     for r in range(rounds):
@@ -148,6 +149,10 @@ def spawn_kill(rounds: int) -> dict:
         pids = list(a.pid.call().get(timeout=60).values())
         if r % 2:
             os.kill(pids[1], signal.SIGKILL)
+            try:
+                a.echo.call(r).get(timeout=60)
+            except SupervisionError:
+                killed_seen += 1
         else:
             assert list(a.echo.call(r).get(timeout=60).values()) == [r, r]
         pm.stop().get(timeout=60)
@@ -162,7 +167,8 @@ def spawn_kill(rounds: int) -> dict:
         "fds_after": after[1],
         "procs_before": len(before[2]),
         "procs_after": len(after[2]),
-        "killed_procs_reported": len(failures),
+        "killed": rounds // 2,
+        "killed_seen": killed_seen,
     }
 
 
@@ -188,7 +194,7 @@ def main() -> int:
     s = spawn_kill(args.rounds)
     print(
         f"spawn/kill: {s['rounds']} rounds in {s['rounds_seconds']:.1f} s "
-        f"({s['rounds'] // 2} with a SIGKILL, {s['killed_procs_reported']} failures reported); "
+        f"(a call after each of {s['killed']} SIGKILLs failed: {s['killed_seen']}); "
         f"threads {s['threads_before']} -> {s['threads_after']}, "
         f"fds {s['fds_before']} -> {s['fds_after']}, "
         f"child procs {s['procs_before']} -> {s['procs_after']}"
@@ -200,6 +206,7 @@ def main() -> int:
         and s["threads_after"] <= s["threads_before"]
         and s["fds_after"] <= s["fds_before"]
         and s["procs_after"] == 0
+        and s["killed_seen"] == s["killed"]
     )
     print("OK: nothing lost, nothing leaked" if ok else "FAILED")
     return 0 if ok else 1

@@ -56,8 +56,6 @@ mod setup_errors;
 mod spin_hint_tests;
 mod supervise;
 mod trust;
-#[cfg(test)]
-mod trust_tests;
 
 use crate::eventfd::EventFd;
 use identity::Identity;

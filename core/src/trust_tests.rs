@@ -1,6 +1,7 @@
 //! A peer that completes the real handshake over TCP, then sends forged
 //! frames: each is refused, and the runtime keeps running with its state
-//! unchanged (see `trust`). The legitimate frame of each kind still works.
+//! unchanged (see `runtime::trust`). The legitimate frame of each kind
+//! still works. At the crate's top: it drives meshes and the runtime.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -8,9 +9,9 @@ use std::time::Duration;
 
 use flatbuffers::FlatBufferBuilder;
 
-use super::{EventKind, Runtime};
 use crate::geometry::Shape;
 use crate::mesh::{ActorMesh, CallMode, ProcMesh};
+use crate::runtime::{EventKind, Runtime};
 use crate::supervision::{FailureCause, SupervisionEvent};
 use crate::wire::{Envelope, Kind};
 
