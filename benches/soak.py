@@ -4,7 +4,8 @@ For ``--seconds`` (default 60), two threads of the controller run at once:
 
 * pipelined calls: ``call_one(i)`` to one proc with up to ``--window``
   calls in flight, each reply checked to be ``i``;
-* gathers: ``call(i).get()`` over 4 procs, every point checked to be ``i``.
+* gathers: ``call(i).get()`` over ``--gather-procs`` procs (default 4),
+  every point checked to be ``i``.
 
 Then ``--rounds`` (default 200) spawn/kill rounds: spawn 2 procs, spawn an
 actor, call it; in odd rounds SIGKILL one proc first, and the call must
@@ -84,20 +85,20 @@ def pipelined(mesh, deadline: float, window: int, out: dict) -> None:
     out.update(calls_sent=sent, calls_answered=done, calls_wrong=wrong)
 
 
-def gathers(mesh, deadline: float, out: dict) -> None:
+def gathers(mesh, points: int, deadline: float, out: dict) -> None:
     n = done = wrong = 0
     while time.monotonic() < deadline:
         vm = mesh.echo.call(n).get(timeout=60)
-        if list(vm.values()) != [n] * 4:
+        if list(vm.values()) != [n] * points:
             wrong += 1
         n += 1
         done += 1
     out.update(gathers=done, gathers_wrong=wrong)
 
 
-def load(seconds: float, window: int) -> dict:
+def load(seconds: float, window: int, points: int) -> dict:
     calls_pm = this_host().spawn_procs(per_host={"gpus": 1})
-    gather_pm = this_host().spawn_procs(per_host={"gpus": 4})
+    gather_pm = this_host().spawn_procs(per_host={"gpus": points})
     calls = calls_pm.spawn("calls", Echo)
     gather = gather_pm.spawn("gather", Echo)
     out: dict = {}
@@ -105,7 +106,7 @@ def load(seconds: float, window: int) -> dict:
     t0 = time.monotonic()
     ts = [
         threading.Thread(target=pipelined, args=(calls, deadline, window, out)),
-        threading.Thread(target=gathers, args=(gather, deadline, out)),
+        threading.Thread(target=gathers, args=(gather, points, deadline, out)),
     ]
     for t in ts:
         t.start()
@@ -176,6 +177,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=60.0, help="length of the load phase")
     p.add_argument("--window", type=int, default=256, help="pipelined calls in flight")
+    p.add_argument("--gather-procs", type=int, default=4, help="procs each gather covers")
     p.add_argument("--rounds", type=int, default=200, help="spawn/kill rounds")
     args = p.parse_args()
     # Warm up (imports, the first proc's start-up) before counting anything.
@@ -183,12 +185,12 @@ def main() -> int:
     warm.spawn("warm", Echo).echo.call(0).get(timeout=60)
     warm.stop().get(timeout=60)
 
-    r = load(args.seconds, args.window)
+    r = load(args.seconds, args.window, args.gather_procs)
     lost = r["calls_sent"] - r["calls_answered"]
     print(
         f"load: {r['seconds']:.1f} s: {r['calls_answered']:,} pipelined calls "
         f"({r['calls_answered'] / r['seconds']:,.0f}/s, {lost} lost, {r['calls_wrong']} wrong), "
-        f"{r['gathers']:,} gathers over 4 procs "
+        f"{r['gathers']:,} gathers over {args.gather_procs} procs "
         f"({r['gathers'] / r['seconds']:,.0f}/s, {r['gathers_wrong']} wrong)"
     )
     s = spawn_kill(args.rounds)
