@@ -261,8 +261,15 @@ fn a_stop_from_a_peer_that_does_not_own_the_target_is_refused() {
         at_proc.send(&env, &[]);
     }
     at_proc.send(&stop, &[]);
+    // A spawn over the actor's key is refused, and does not make the
+    // forger its spawner (who may stop it).
+    let mut spawn = Envelope::new(Kind::SpawnActor);
+    spawn.sender = FORGER.into();
+    spawn.actor = key.clone();
+    spawn.type_name = "T".into();
+    at_proc.send(&spawn, &[]);
     at_proc.sync(&proc_);
-    no_event(&proc_, "a forged stop");
+    no_event(&proc_, "a forged stop or spawn");
     // The actor is still there, and its spawner can stop it.
     let stopped = mesh.stop().unwrap();
     let mut ev = proc_.next_event(Some(WAIT)).expect("the real stop");
@@ -270,6 +277,41 @@ fn a_stop_from_a_peer_that_does_not_own_the_target_is_refused() {
     ev.reply(Ok(&[])).unwrap();
     assert!(stopped.wait(Some(WAIT)));
     assert!(!stopped.take().unwrap().unwrap().values[0].is_err());
+    proc_.shutdown();
+    ctl.shutdown();
+}
+
+#[test]
+fn a_return_address_that_is_not_the_senders_own_is_refused() {
+    let ctl = runtime();
+    let proc_ = runtime();
+    let mesh = spawn_on(&ctl, &proc_);
+    let key = crate::wire::ActorMeshRef::decode(&mesh.to_ref())
+        .unwrap()
+        .key;
+    let mut forger = Forger::connect(&proc_);
+    // A call whose answer would go to the controller, and a cast frame
+    // naming the receiving proc itself as its sender.
+    let mut call = Envelope::new(Kind::Message);
+    call.sender = ctl.addr().into();
+    call.actor = key.clone();
+    call.method = "m".into();
+    call.reply_port = 1;
+    forger.send(&call, &[]);
+    let mut cast = call.clone();
+    cast.sender = proc_.addr().into();
+    cast.cast_ranks = vec![0];
+    cast.cast_slots = vec![0];
+    forger.send(&cast, &[]);
+    forger.sync(&proc_);
+    no_event(&proc_, "a message with another proc's return address");
+    // The same call from the forger itself is delivered.
+    call.sender = FORGER.into();
+    forger.send(&call, &[]);
+    let ev = proc_.next_event(Some(WAIT)).expect("the forger's own call");
+    assert_eq!(ev.kind, EventKind::Message);
+    assert_eq!(ev.sender(), Some(FORGER));
+    drop(ev);
     proc_.shutdown();
     ctl.shutdown();
 }
