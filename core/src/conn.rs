@@ -91,9 +91,23 @@ pub(crate) struct Conn {
 impl Conn {
     /// Wrap a connected stream; `buffered` are bytes already read from it.
     pub fn new(peer: String, stream: impl Into<Stream>, buffered: Vec<u8>) -> io::Result<Conn> {
-        let stream: Stream = stream.into();
-        stream.set_nonblocking(true)?;
-        let reader = stream.try_clone()?;
+        Conn::new_or_give_back(peer, stream.into(), buffered).map_err(|(e, _)| e)
+    }
+
+    /// `new`, giving the stream back with the error when it fails (the
+    /// caller can then record why before the peer sees it close).
+    pub fn new_or_give_back(
+        peer: String,
+        stream: Stream,
+        buffered: Vec<u8>,
+    ) -> Result<Conn, (io::Error, Stream)> {
+        if let Err(e) = stream.set_nonblocking(true) {
+            return Err((e, stream));
+        }
+        let reader = match stream.try_clone() {
+            Ok(r) => r,
+            Err(e) => return Err((e, stream)),
+        };
         Ok(Conn {
             peer,
             fd: stream.as_raw_fd(),

@@ -53,6 +53,8 @@ mod socket;
 mod supervision;
 pub mod tls;
 pub mod transport;
+#[cfg(test)]
+mod trust_tests;
 pub mod value;
 pub mod wire;
 

@@ -424,7 +424,11 @@ impl ActorMesh {
                 let (port, fut) = self.rt.open_gather(shape.clone(), peers, relays);
                 (port, Some(fut))
             }
-            Replies::None => (0, None),
+            Replies::None => {
+                // Its procs may answer only that it was undeliverable.
+                self.rt.note_one_way(&self.r);
+                (0, None)
+            }
             Replies::Stream(rx) => {
                 rx.set_relays(relays);
                 (rx.id(), None)

@@ -51,9 +51,11 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 mod connect_tests;
 #[cfg(test)]
 mod empty_key_tests;
+mod setup_errors;
 #[cfg(test)]
 mod spin_hint_tests;
 mod supervise;
+mod trust;
 
 use crate::eventfd::EventFd;
 use identity::Identity;
@@ -101,8 +103,13 @@ pub(crate) struct Inner {
     lifecycle: Lifecycle,
     /// Ourselves (for paths that only have `&self`).
     me: Weak<Inner>,
-    /// Unique ids (ports, relays, child sockets, actor keys).
+    /// Unique ids (child sockets, actor keys; ports and relays through
+    /// `trust`).
     next_id: AtomicU64,
+    /// Who may send what: port ids, the refusal log.
+    trust: trust::Trust,
+    /// Why inbound connections could not be set up.
+    setup_errors: setup_errors::SetupErrors,
 
     // The parts that own the runtime's state.
     peers: peers::Peers,
@@ -287,6 +294,8 @@ impl Runtime {
             },
             children: Default::default(),
             next_id: AtomicU64::new(1),
+            trust: Default::default(),
+            setup_errors: Default::default(),
             lifecycle: Lifecycle::default(),
             pump: Arc::new(WeakPump {
                 rt: weak.clone(),
@@ -484,7 +493,7 @@ impl Runtime {
         peers: Vec<String>,
         relays: Option<Arc<crate::multicast::LazyRelays>>,
     ) -> (u64, Future) {
-        let port = self.next_id();
+        let port = self.inner.new_port_id();
         let done = self.new_future();
         self.inner
             .ports
@@ -541,6 +550,12 @@ impl Runtime {
     /// Record an actor mesh spawned by this process (owner as above).
     pub(crate) fn register_actor_mesh(&self, key: &str, name: &str, procs: &[String]) {
         self.inner.supervision.register_actor_mesh(key, name, procs)
+    }
+
+    /// This process sends a one-way message to actor mesh `mesh` (see
+    /// `Supervision::note_one_way`).
+    pub(crate) fn note_one_way(&self, mesh: &Arc<crate::wire::ActorMeshRef>) {
+        self.inner.supervision.note_one_way(mesh);
     }
 
     /// Err (ProcFailed) when a destination of a message to actor mesh

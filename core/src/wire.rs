@@ -62,7 +62,8 @@ pub struct Envelope {
     /// The length of each payload part.
     pub part_sizes: Vec<u64>,
     /// Multicast subtree (see `multicast`): base ranks, addresses and slots
-    /// (`multicast::FORWARD_ONLY`: forward only) of the nodes, receiver first.
+    /// (`multicast::FORWARD_ONLY`: forward only) of the nodes, receiver
+    /// first. A cast's last hop carries its own rank and slot only.
     pub cast_ranks: Vec<u64>,
     /// Addresses of the multicast subtree's nodes.
     pub cast_addrs: Vec<String>,
@@ -83,6 +84,12 @@ impl Envelope {
             kind,
             ..Default::default()
         }
+    }
+
+    /// Whether this is part of a cast (it carries multicast fields): a
+    /// proc that forwarded it may have sent it on behalf of `sender`.
+    pub fn is_relayed(&self) -> bool {
+        !self.cast_ranks.is_empty()
     }
 
     /// Encode into `fbb` (which is reset first) and return the bytes.

@@ -170,10 +170,14 @@ pub(crate) fn set_cast_fields(
         env.reply_slot = me.slot;
     }
     if nodes.len() == 1 && me.slot != FORWARD_ONLY {
-        // Just this point: a plain message.
+        // Just this point: nothing to forward. Its rank and slot stay, so
+        // the receiver knows the frame is part of a cast (a forwarder may
+        // send it on behalf of the cast's sender).
         env.cast_ranks.clear();
+        env.cast_ranks.push(me.rank as u64);
         env.cast_addrs.clear();
         env.cast_slots.clear();
+        env.cast_slots.push(me.slot);
         return;
     }
     env.cast_ranks = nodes.iter().map(|n| n.rank as u64).collect();

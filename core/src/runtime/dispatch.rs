@@ -69,6 +69,17 @@ impl Inner {
                     Kind::Message => EventKind::Message,
                     _ => EventKind::StopActor,
                 };
+                if let Err(why) = self.check_sender(peer, &mut env) {
+                    // Nothing is answered: the answer would go where the
+                    // peer asked, not to the peer.
+                    let what = match kind {
+                        EventKind::Spawn => "SpawnActor",
+                        EventKind::Message => "Message",
+                        _ => "StopActor",
+                    };
+                    self.trust.refused(peer, what, why);
+                    return;
+                }
                 if !env.cast_ranks.is_empty() {
                     // A multicast: pass it down the tree first.
                     self.forward_cast(&mut env, &parts);
@@ -99,9 +110,21 @@ impl Inner {
                     }
                     return;
                 }
-                if kind == EventKind::Spawn {
-                    self.supervision
-                        .record_hosted(&env.actor, &env.sender, env.message_rank);
+                if kind == EventKind::StopActor && !self.may_stop_actor(&env.sender, &env.actor) {
+                    self.trust
+                        .refused(peer, "StopActor", "only the actor's spawner may stop it");
+                    if let Some(to) = reply {
+                        let mut refused = Event::refusal(to, Arc::downgrade(self));
+                        let _ = self.answer_with(
+                            &mut refused,
+                            Err((
+                                "refused: only the proc that spawned an actor may stop it",
+                                &[],
+                            )),
+                            Some(Defer::Yes),
+                        );
+                    }
+                    return;
                 }
                 let sender = env.sender;
                 let mut ev = Event {
@@ -131,6 +154,12 @@ impl Inner {
                     let _ = self.answer_with(&mut ev, Err((&why, &[])), Some(Defer::Yes));
                     return;
                 }
+                if kind == EventKind::Spawn {
+                    // Admitted: the key was free, so no other spawner is
+                    // replaced.
+                    self.supervision
+                        .record_hosted(&ev.actor, &sender, ev.message_rank);
+                }
                 if kind == EventKind::StopActor {
                     // Meshes the actor owns stop before it does.
                     let actor = ev.actor.clone();
@@ -142,6 +171,10 @@ impl Inner {
             Kind::Supervise => self.on_supervise(peer, &parts),
             Kind::Heartbeat => self.answer_heartbeat(peer),
             Kind::HeartbeatAck => self.heartbeat.seen(peer),
+            Kind::StopProc if !self.may_stop_proc(peer) => {
+                self.trust
+                    .refused(peer, "StopProc", "only this proc's controller may stop it");
+            }
             Kind::StopProc => {
                 // Procs this one started stop first.
                 self.stop_owned_then(None, Event::stop_proc());
@@ -271,8 +304,9 @@ impl Inner {
                 return Err(Error::new(
                     ErrorKind::ProcFailed,
                     format!(
-                        "proc {addr} did not become ready within {:?}",
-                        spawn_timeout()
+                        "proc {addr} did not become ready within {:?}{}",
+                        spawn_timeout(),
+                        self.setup_errors.explain(addr)
                     ),
                 ));
             }
@@ -405,7 +439,7 @@ impl Inner {
                     // Nothing will answer to it: it would never complete.
                     return None;
                 }
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let id = self.new_port_id();
                 let upstream = if env.reply_to.is_empty() {
                     env.sender.clone()
                 } else {

@@ -37,19 +37,27 @@ impl Inner {
         if let Ok(path) = super::unix_path(&child.addr) {
             let _ = std::fs::remove_file(path);
         }
+        // A proc that never said Ready may have failed because this
+        // process could not take its connection: say why.
+        let why = if child.ready.is_ready() {
+            String::new()
+        } else {
+            self.setup_errors.explain(&child.addr)
+        };
         child.ready.complete(Err(Error::new(
             ErrorKind::ProcFailed,
-            format!("proc {} {exit} before it was ready", child.addr),
+            format!("proc {} {exit} before it was ready{why}", child.addr),
         )));
         self.children.take_ready(&child.addr);
         // Recorded first, so a call made once this one failed fails at once.
-        self.child_failed(child, exit);
-        self.fail_peer_slots(&child.addr, &format!("proc {} {exit}", child.addr));
+        self.child_failed(child, exit, &why);
+        self.fail_peer_slots(&child.addr, &format!("proc {} {exit}{why}", child.addr));
     }
 
-    /// A child proc has exited: unless it was being stopped, its rank of
-    /// every proc mesh holding it has failed (idempotent).
-    fn child_failed(&self, child: &Child, exit: &ExitInfo) {
+    /// A child proc has exited (`why`: what is known of the cause, or ""):
+    /// unless it was being stopped, its rank of every proc mesh holding it
+    /// has failed (idempotent).
+    fn child_failed(&self, child: &Child, exit: &ExitInfo, why: &str) {
         if self.is_stopping(&child.addr) {
             return;
         }
@@ -67,7 +75,7 @@ impl Inner {
                 heartbeat::timeout()
             )
         } else {
-            exit.to_string()
+            format!("{exit}{why}")
         };
         self.proc_failed(&child.addr, cause, code, &how);
     }
@@ -105,7 +113,7 @@ impl Inner {
             // Prefer the exit status to "connection closed" when we can get it.
             Some(c) if c.exit.wait(Some(Duration::from_millis(500))) => {
                 if let Some(exit) = c.exit.peek() {
-                    self.child_failed(&c, &exit);
+                    self.child_failed(&c, &exit, "");
                 }
                 format!(
                     "proc {peer} {}",
@@ -220,8 +228,9 @@ impl Inner {
 
     /// A `Supervise` frame arrived from `peer`.
     pub(super) fn on_supervise(&self, peer: &str, parts: &[Vec<u8>]) {
-        if let Some(ev) = self.supervision.received(peer, parts) {
-            self.route(ev);
+        match self.supervision.received(peer, parts) {
+            Ok(ev) => self.route(ev),
+            Err(why) => self.trust.refused(peer, "Supervise", why),
         }
     }
 

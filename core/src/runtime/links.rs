@@ -30,6 +30,9 @@ impl Inner {
                     if self.lifecycle.is_stopped() {
                         return;
                     }
+                    if super::setup_errors::is_exhaustion(&e) {
+                        self.setup_errors.accept_failed(&e);
+                    }
                     if e.kind() != std::io::ErrorKind::Interrupted {
                         tracing::warn!(error = %e, "accept failed");
                         std::thread::sleep(Duration::from_millis(10));
@@ -56,9 +59,12 @@ impl Inner {
         };
         let _ = stream.set_read_timeout(None);
         let _ = stream.set_write_timeout(None);
-        let conn = match Conn::new(peer.clone(), stream, Vec::new()) {
+        let conn = match Conn::new_or_give_back(peer.clone(), stream, Vec::new()) {
             Ok(c) => Arc::new(c),
-            Err(e) => {
+            Err((e, stream)) => {
+                // Recorded before the peer sees the connection close.
+                self.setup_errors.peer_failed(&peer, &e);
+                drop(stream);
                 tracing::warn!(%peer, error = %e, "cannot set up connection");
                 return;
             }

@@ -276,7 +276,7 @@ impl Runtime {
     /// (its loss fills the slot with an error) and the port finishes when
     /// every slot has a value.
     pub(crate) fn open_stream(&self, once: bool, peers: Option<Vec<String>>) -> PortReceiver {
-        let id = self.next_id();
+        let id = self.inner.new_port_id();
         let port = Arc::new(StreamPort::new(once, peers));
         if port.expects_nothing() {
             port.close("empty mesh");

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::supervision::{FailureCause, SupervisionEvent};
+use crate::wire::ActorMeshRef;
 
 thread_local! {
     /// The actor whose event this thread is handling (set when
@@ -65,6 +66,9 @@ pub(super) struct Supervision {
     proc_meshes: Mutex<Vec<ProcMeshEntry>>,
     actor_meshes: Mutex<HashMap<String, ActorMeshEntry>>,
     hosted: Mutex<HashMap<String, Hosted>>,
+    /// Actor meshes this process sent one-way messages to (key -> the
+    /// mesh): the procs that may report such a message undeliverable.
+    sent_one_way: Mutex<HashMap<String, Arc<ActorMeshRef>>>,
     /// Set once anything failed (fast path of `check_dests`).
     any_failed: AtomicBool,
     /// Failed procs: address -> report.
@@ -145,6 +149,37 @@ impl Supervision {
                 rank,
             },
         );
+    }
+
+    /// The proc that spawned actor `key` hosted here.
+    pub(super) fn spawner_of(&self, key: &str) -> Option<String> {
+        self.hosted.lock().get(key).map(|h| h.spawner.clone())
+    }
+
+    /// This process sends a one-way message (nobody waits for an answer)
+    /// to actor mesh `mesh`: its procs may report it undeliverable.
+    pub(super) fn note_one_way(&self, mesh: &Arc<ActorMeshRef>) {
+        let mut sent = self.sent_one_way.lock();
+        if !sent.contains_key(&mesh.key) {
+            sent.insert(mesh.key.clone(), mesh.clone());
+        }
+    }
+
+    /// Whether `peer` may report on actor mesh `key`: for a failure, `key`
+    /// is a mesh this process spawned and `peer` one of its procs; for an
+    /// undeliverable message, one this process sent one-way messages to.
+    fn may_report(&self, peer: &str, key: &str, cause: FailureCause) -> bool {
+        if cause == FailureCause::Undeliverable {
+            return self
+                .sent_one_way
+                .lock()
+                .get(key)
+                .is_some_and(|m| m.procs.iter().any(|p| p == peer));
+        }
+        self.actor_meshes
+            .lock()
+            .get(key)
+            .is_some_and(|m| m.procs.iter().any(|p| p == peer))
     }
 
     /// The procs of meshes owned by `owner`.
@@ -309,11 +344,23 @@ impl Supervision {
 
     /// A `Supervise` frame arrived from `peer`: name the mesh, rank and
     /// owner, record the actor's failure, and return the event to route.
-    pub(super) fn received(&self, peer: &str, parts: &[Vec<u8>]) -> Option<SupervisionEvent> {
+    /// Err: why it is refused (malformed, or about a mesh `peer` is no
+    /// proc of, see `may_report`).
+    pub(super) fn received(
+        &self,
+        peer: &str,
+        parts: &[Vec<u8>],
+    ) -> std::result::Result<SupervisionEvent, &'static str> {
         let Some(mut ev) = parts.first().and_then(|p| SupervisionEvent::decode(p).ok()) else {
-            tracing::warn!(%peer, "malformed supervision event dropped");
-            return None;
+            return Err("malformed supervision event");
         };
+        if !self.may_report(peer, &ev.mesh_key, ev.cause) {
+            return Err(if ev.cause == FailureCause::Undeliverable {
+                "undeliverable notice from a proc this process sent no one-way message to"
+            } else {
+                "failure report about an actor mesh the peer is no proc of"
+            });
+        }
         ev.proc = peer.to_string();
         let entry = self
             .actor_meshes
@@ -351,7 +398,7 @@ impl Supervision {
             ev.cause_text(),
             ev.report
         );
-        Some(ev)
+        Ok(ev)
     }
 
     /// Queue an event for the top level and wake its waiters.
