@@ -14,7 +14,7 @@ use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAdd
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::tls::TlsStream;
@@ -244,6 +244,15 @@ impl Stream {
         };
     }
 
+    /// The remote IP address (None for a Unix socket).
+    pub fn peer_ip(&self) -> Option<IpAddr> {
+        match self {
+            Stream::Unix(_) => None,
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip()),
+            Stream::Tls(s) => s.tcp().peer_addr().ok().map(|a| a.ip()),
+        }
+    }
+
     /// The remote address, for logs.
     pub fn peer_desc(&self) -> String {
         match self {
@@ -297,6 +306,66 @@ impl Write for Stream {
     }
 }
 
+/// A blocking stream whose reads and writes all end by one deadline, so
+/// that a whole exchange (a handshake) is bounded, not each call.
+pub(crate) struct Bounded<'a> {
+    stream: &'a mut Stream,
+    until: Instant,
+}
+
+impl<'a> Bounded<'a> {
+    /// `stream` until `timeout` from now.
+    pub(crate) fn new(stream: &'a mut Stream, timeout: Duration) -> Bounded<'a> {
+        Bounded {
+            stream,
+            until: Instant::now() + timeout,
+        }
+    }
+
+    /// Time left, or a TimedOut error once the deadline has passed.
+    fn left(&self) -> io::Result<Duration> {
+        match self.until.checked_duration_since(Instant::now()) {
+            Some(t) if !t.is_zero() => Ok(t),
+            _ => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the handshake deadline passed",
+            )),
+        }
+    }
+}
+
+/// A read that times out (EAGAIN) early is retried; once the deadline has
+/// passed, `left` reports TimedOut.
+impl Read for Bounded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.stream.set_read_timeout(Some(self.left()?))?;
+            match self.stream.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+        }
+    }
+}
+
+/// A write that times out is not retried (TLS may have taken its bytes).
+impl Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        match self.stream.write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the handshake deadline passed",
+            )),
+            r => r,
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        self.stream.flush()
+    }
+}
+
 /// A listening socket of either kind.
 pub(crate) enum Listener {
     /// Listening on a Unix socket.
@@ -343,6 +412,14 @@ impl Listener {
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 Stream::tcp(s, tls.as_deref(), true)
             }
+        }
+    }
+
+    /// Switch the listening socket to (non-)blocking `accept`.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Listener::Unix(l) => l.set_nonblocking(on),
+            Listener::Tcp(l) => l.set_nonblocking(on),
         }
     }
 
