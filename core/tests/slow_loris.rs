@@ -84,6 +84,7 @@ fn survive_attack(rt: &Runtime, target: Target) {
         "the attacker could not hold its connections open"
     );
     let during = threads_of("self");
+    eprintln!("under attack: threads {before} -> {during}");
     // The attacker is one thread; the runtime may add none per connection.
     assert!(
         during <= before + 1 + THREAD_SLACK,

@@ -6,12 +6,12 @@
 //!
 //! A handshake must be over within its deadline, counted from accept, and
 //! the pending ones are capped per source and in total
-//! ([`HandshakeLimits`]). Over a cap, the oldest pending connection (of
-//! that source, or of all) is closed to make room: a connection that
-//! trickles its bytes loses its place to a new one, while a peer that
-//! answers promptly is done long before. Accepting goes in batches, so
-//! pending handshakes advance between them. An authenticated connection
-//! is registered and from then on read like any other (`io`).
+//! ([`HandshakeLimits`]). Over a cap, an old pending connection is closed
+//! to make room (see [`Pendings::admit`]): a connection that trickles its
+//! bytes loses its place to a new one, while a peer that answers promptly
+//! is done long before. Accepting goes in batches, so pending handshakes
+//! advance between them. An authenticated connection is registered and
+//! from then on read like any other (`io`).
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
@@ -207,20 +207,29 @@ impl Pendings {
         }
     }
 
-    /// Take a connection in, closing the oldest pending ones the caps
-    /// leave no room for; the caller advances it, and queues it while it
-    /// is pending.
+    /// Take a connection in, closing pending ones the caps leave no room
+    /// for: over the per-source cap, that source's oldest; over the total
+    /// cap, the oldest of the source with the most pending connections
+    /// (so a few sources cannot crowd out the others). The caller advances
+    /// the new one, and queues it while it is pending.
     fn admit(&mut self, stream: Stream, now: Instant) -> Pending {
         let source = source_of(&stream);
-        if self.per_source.get(&source).copied().unwrap_or(0) >= self.limits.max_per_source {
+        let count = self.per_source.entry(source).or_insert(0);
+        *count += 1;
+        if *count > self.limits.max_per_source {
             if let Some(i) = self.queue.iter().position(|p| p.source == source) {
                 self.evict(i);
             }
         }
         if self.queue.len() >= self.limits.max_pending {
-            self.evict(0);
+            let most = self.per_source.values().copied().max().unwrap_or(0);
+            let i = self
+                .queue
+                .iter()
+                .position(|p| self.per_source.get(&p.source) == Some(&most))
+                .unwrap_or(0);
+            self.evict(i);
         }
-        *self.per_source.entry(source).or_insert(0) += 1;
         Pending {
             stream,
             source,
