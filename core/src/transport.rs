@@ -332,6 +332,14 @@ impl<'a> Bounded<'a> {
             )),
         }
     }
+
+    /// Both socket timeouts to the time left (a TLS session may read
+    /// while writing and write while reading).
+    fn arm(&mut self) -> io::Result<()> {
+        let left = self.left()?;
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.set_write_timeout(Some(left))
+    }
 }
 
 /// A read that times out (EAGAIN) early is retried; once the deadline has
@@ -339,7 +347,7 @@ impl<'a> Bounded<'a> {
 impl Read for Bounded<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            self.stream.set_read_timeout(Some(self.left()?))?;
+            self.arm()?;
             match self.stream.read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return r,
@@ -351,7 +359,7 @@ impl Read for Bounded<'_> {
 /// A write that times out is not retried (TLS may have taken its bytes).
 impl Write for Bounded<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.set_write_timeout(Some(self.left()?))?;
+        self.arm()?;
         match self.stream.write(buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -361,7 +369,7 @@ impl Write for Bounded<'_> {
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.stream.set_write_timeout(Some(self.left()?))?;
+        self.arm()?;
         self.stream.flush()
     }
 }
@@ -476,6 +484,33 @@ mod tests {
         assert_eq!(tcp_addr("tcp:10.0.0.2:1").unwrap(), "tcp:10.0.0.2:1");
         assert!(Addr::parse("nonsense").is_err());
         assert!(tcp_addr("unix:/x").is_err());
+    }
+
+    #[test]
+    fn a_bounded_stream_ends_at_its_deadline_however_often_bytes_come() {
+        let (l, addr) = Listener::bind("tcp:127.0.0.1:0").unwrap();
+        let mut c = Stream::connect(&addr).unwrap();
+        let mut s = l.accept().unwrap();
+        // A byte every 20 ms: no read ever waits long, the whole does.
+        let trickle = std::thread::spawn(move || {
+            while s.write_all(b"x").is_ok() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let mut b = Bounded::new(&mut c, Duration::from_millis(300));
+        let mut buf = [0u8; 1];
+        let mut got = 0usize;
+        let e = loop {
+            match b.read(&mut buf) {
+                Ok(n) => got += n,
+                Err(e) => break e,
+            }
+            assert!(got < 10_000, "still reading after {got} bytes");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(got > 0);
+        c.shutdown();
+        trickle.join().unwrap();
     }
 
     #[test]
