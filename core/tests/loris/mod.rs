@@ -159,8 +159,22 @@ pub struct Loris {
 }
 
 impl Loris {
-    /// Open `n` connections to `target` and send a byte on each every `tick`.
+    /// Open `n` connections to `target` and send a byte of the monarch
+    /// handshake on each every `tick`.
     pub fn start(target: Target, n: usize, tick: Duration) -> Loris {
+        Loris::start_script(target, n, tick, script())
+    }
+
+    /// The start of a TLS ClientHello: a record header announcing 16 KiB,
+    /// then its body, a byte per tick.
+    pub fn tls_script() -> Vec<u8> {
+        let mut s = vec![0x16, 0x03, 0x01, 0x40, 0x00, 0x01];
+        s.extend(std::iter::repeat_n(0u8, 16 * 1024));
+        s
+    }
+
+    /// As [`Loris::start`], sending `script` (its last byte repeats).
+    pub fn start_script(target: Target, n: usize, tick: Duration, script: Vec<u8>) -> Loris {
         let stop = Arc::new(AtomicBool::new(false));
         let closed = Arc::new(AtomicUsize::new(0));
         let rounds = Arc::new(AtomicUsize::new(0));
@@ -168,7 +182,6 @@ impl Loris {
         let thread = std::thread::Builder::new()
             .name("slow-loris".into())
             .spawn(move || {
-                let script = script();
                 let mut conns: Vec<(Option<Sock>, usize)> = (0..n).map(|_| (None, 0)).collect();
                 while !s.load(Ordering::SeqCst) {
                     let start = Instant::now();
