@@ -48,8 +48,9 @@ enum Source {
     Ip(IpAddr),
 }
 
-fn source_of(s: &Stream) -> Source {
-    match s.peer_ip() {
+/// The source of a connection from `ip` (None: a Unix socket).
+fn source_of(ip: Option<IpAddr>) -> Source {
+    match ip {
         None => Source::Local,
         Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
             Some(v4) => Source::Ip(v4.into()),
@@ -213,7 +214,11 @@ impl Pendings {
     /// (so a few sources cannot crowd out the others). The caller advances
     /// the new one, and queues it while it is pending.
     fn admit(&mut self, stream: Stream, now: Instant) -> Pending {
-        let source = source_of(&stream);
+        let source = source_of(stream.peer_ip());
+        self.admit_from(stream, source, now)
+    }
+
+    fn admit_from(&mut self, stream: Stream, source: Source, now: Instant) -> Pending {
         let count = self.per_source.entry(source).or_insert(0);
         *count += 1;
         if *count > self.limits.max_per_source {
@@ -421,5 +426,114 @@ impl Inner {
                 .name("monarch-conn".into())
                 .spawn(move || me.drain_conn(&conn));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn ip(s: &str) -> Source {
+        Source::Ip(s.parse().unwrap())
+    }
+
+    fn limits(max_pending: usize, max_per_source: usize) -> HandshakeLimits {
+        HandshakeLimits {
+            timeout: Duration::from_secs(60),
+            max_pending,
+            max_per_source,
+        }
+    }
+
+    /// Admit a connection from `source` and queue it; the other end is
+    /// kept in `ends` (tagged) so a closed one can be told apart.
+    fn admit(p: &mut Pendings, ends: &mut Vec<(&'static str, UnixStream)>, tag: &'static str) {
+        let (a, b) = UnixStream::pair().unwrap();
+        let source = ip(tag.split('#').next().unwrap());
+        let pending = p.admit_from(Stream::Unix(a), source, Instant::now());
+        p.queue.push_back(pending);
+        ends.push((tag, b));
+    }
+
+    /// The tags of the connections still held (their other end open).
+    fn held(ends: &[(&'static str, UnixStream)]) -> Vec<&'static str> {
+        ends.iter()
+            .filter(|(_, b)| {
+                b.set_nonblocking(true).unwrap();
+                let r = (&*b).read(&mut [0u8; 1]);
+                matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            })
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    #[test]
+    fn sources_are_addresses_ipv6_prefixes_or_this_host() {
+        assert_eq!(source_of(None), Source::Local);
+        assert_eq!(source_of(Some("10.0.0.1".parse().unwrap())), ip("10.0.0.1"));
+        assert_eq!(
+            source_of(Some("::ffff:10.0.0.1".parse().unwrap())),
+            ip("10.0.0.1")
+        );
+        assert_eq!(
+            source_of(Some("2001:db8:1:2:aaaa::1".parse().unwrap())),
+            source_of(Some("2001:db8:1:2:bbbb::2".parse().unwrap()))
+        );
+        assert_ne!(
+            source_of(Some("2001:db8:1:2::1".parse().unwrap())),
+            source_of(Some("2001:db8:1:3::1".parse().unwrap()))
+        );
+    }
+
+    #[test]
+    fn over_the_source_cap_that_sources_oldest_is_closed() {
+        let mut p = Pendings::new(limits(100, 2));
+        let mut ends = Vec::new();
+        for tag in ["10.0.0.1#1", "10.0.0.2#1", "10.0.0.1#2", "10.0.0.1#3"] {
+            admit(&mut p, &mut ends, tag);
+        }
+        assert_eq!(held(&ends), ["10.0.0.2#1", "10.0.0.1#2", "10.0.0.1#3"]);
+        assert_eq!(p.per_source[&ip("10.0.0.1")], 2);
+        assert_eq!(p.shed.evicted, 1);
+    }
+
+    #[test]
+    fn over_the_total_cap_the_busiest_sources_oldest_is_closed() {
+        let mut p = Pendings::new(limits(4, 100));
+        let mut ends = Vec::new();
+        for tag in ["10.0.0.2#1", "10.0.0.1#1", "10.0.0.1#2", "10.0.0.1#3"] {
+            admit(&mut p, &mut ends, tag);
+        }
+        // A fifth, from a third source: the busiest source (10.0.0.1)
+        // gives way, not the older connection from 10.0.0.2.
+        admit(&mut p, &mut ends, "10.0.0.3#1");
+        assert_eq!(
+            held(&ends),
+            ["10.0.0.2#1", "10.0.0.1#2", "10.0.0.1#3", "10.0.0.3#1"]
+        );
+        // When every source has one, the oldest of all gives way.
+        let mut p = Pendings::new(limits(2, 100));
+        let mut ends = Vec::new();
+        for tag in ["10.0.0.1#1", "10.0.0.2#1", "10.0.0.3#1"] {
+            admit(&mut p, &mut ends, tag);
+        }
+        assert_eq!(held(&ends), ["10.0.0.2#1", "10.0.0.3#1"]);
+        assert_eq!(p.queue.len(), 2);
+    }
+
+    #[test]
+    fn handshakes_past_their_deadline_are_closed_oldest_first() {
+        let mut p = Pendings::new(limits(100, 100));
+        let mut ends = Vec::new();
+        for tag in ["10.0.0.1#1", "10.0.0.2#1"] {
+            admit(&mut p, &mut ends, tag);
+        }
+        let first = p.queue[0].deadline;
+        p.queue[1].deadline = first + Duration::from_secs(1);
+        p.expire(first);
+        assert_eq!(held(&ends), ["10.0.0.2#1"]);
+        assert_eq!(p.next_due(), Some(p.queue[0].deadline));
+        assert!(!p.per_source.contains_key(&ip("10.0.0.1")));
     }
 }
