@@ -3,7 +3,8 @@
 //! and casts through TLS agents; plain-TCP clients, clients with a
 //! certificate from another CA, and TLS clients with the wrong job secret
 //! are refused (and logged) while the agent serves on; a TLS controller
-//! cannot attach a plain agent.
+//! cannot attach a plain agent; TLS handshakes trickled a byte at a time
+//! hold no thread of the agent and are cut at the handshake deadline.
 //!
 //! A test CA and certificates are generated at test time (rcgen). This
 //! process is the controller: its TLS configuration is in its environment,
@@ -23,6 +24,9 @@ const HANG: Duration = Duration::from_secs(60);
 
 mod common;
 use common::{call, ints, ready_addr, terminate, wait, Controller};
+
+#[path = "../../core/tests/loris/mod.rs"]
+mod loris;
 use monarch_core::tls::TlsConfig;
 use monarch_core::transport::Stream;
 use monarch_core::{ActorMesh, CallMode, HostMesh, MeshView, PointValue};
@@ -103,6 +107,11 @@ struct Agent {
 
 impl Agent {
     fn start(leaf: Option<&str>) -> Agent {
+        Agent::start_with(leaf, &[])
+    }
+
+    /// As [`Agent::start`], with `env` added to the agent's environment.
+    fn start_with(leaf: Option<&str>, env: &[(&str, &str)]) -> Agent {
         let p = pki();
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let log = p.dir.join(format!(
@@ -128,6 +137,7 @@ impl Agent {
                 .arg("--tls-ca")
                 .arg(ca);
         }
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().expect("start agent");
         let addr = ready_addr(&mut child);
         Agent { child, addr, log }
@@ -265,6 +275,36 @@ fn a_plain_tcp_client_is_refused_and_the_agent_serves_on() {
     assert!(got.is_empty() || got[0] == 21, "{got:?}");
     assert!(a.alive());
     serves_on(&tls_controller(), &a);
+}
+
+#[test]
+fn trickled_tls_handshakes_hold_no_thread_and_are_cut_at_the_deadline() {
+    use loris::{threads_of, Loris, Target};
+    let c = tls_controller();
+    let a = Agent::start_with(Some("agent0"), &[("MONARCH_HANDSHAKE_TIMEOUT_MS", "1000")]);
+    let pid = a.child.id().to_string();
+    let before = threads_of(&pid);
+    // From another source than the controller (127.0.0.1).
+    let target = Target::parse(&a.addr).from(std::net::Ipv4Addr::new(127, 0, 0, 2));
+    let n = 300;
+    let attack = Loris::start_script(target, n, Duration::from_millis(300), Loris::tls_script());
+    assert!(
+        attack.wait_rounds(2, HANG),
+        "the attacker could not connect"
+    );
+    let during = threads_of(&pid);
+    assert!(
+        during <= before + 4,
+        "{n} trickled TLS handshakes raised the agent's threads from {before} to {during}"
+    );
+    // Closed at the deadline though a byte arrives every 300 ms.
+    assert!(
+        attack.wait_closed(n, HANG),
+        "only {} of {n} trickled TLS handshakes were closed",
+        attack.closed()
+    );
+    serves_on(&c, &a);
+    drop(attack);
 }
 
 #[test]

@@ -183,35 +183,172 @@ pub fn connect_handshake<S: Read + Write>(
     Ok(ida)
 }
 
-/// Acceptor side. Returns the connector's identity.
+/// Acceptor side. Returns the connector's identity. Drives an
+/// [`Acceptor`] over a blocking stream.
 pub fn accept_handshake<S: Read + Write>(
     s: &mut S,
     secret: &[u8],
     my_id: &str,
 ) -> Result<String, AuthError> {
-    read_magic(s, AuthError::UnexpectedTls)?;
-    let mut nc = [0u8; NONCE];
-    s.read_exact(&mut nc)?;
-    let na = nonce()?;
-    let mut out = Vec::with_capacity(8 + NONCE + 2 + my_id.len() + MAC);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&na);
-    put_id(&mut out, my_id);
-    out.extend_from_slice(&mac(
-        secret,
-        b"monarch-acceptor",
-        &nc,
-        &na,
-        my_id.as_bytes(),
-    ));
-    s.write_all(&out)?;
-    let idc = read_id(s)?;
-    let mut mc = [0u8; MAC];
-    s.read_exact(&mut mc)?;
-    if !check(secret, b"monarch-connector", &na, &nc, idc.as_bytes(), &mc) {
-        return Err(AuthError::BadMac);
+    let mut acceptor = Acceptor::new();
+    let mut input = Vec::new();
+    loop {
+        match acceptor.advance(secret, my_id, &input)? {
+            Step::Need(total) => read_more(s, &mut input, total)?,
+            Step::Reply { consumed, reply } => {
+                input.drain(..consumed);
+                s.write_all(&reply)?;
+            }
+            Step::Done { reply, peer, .. } => {
+                s.write_all(&reply)?;
+                return Ok(peer);
+            }
+        }
     }
-    Ok(idc)
+}
+
+/// One read of at most `total - input.len()` bytes, appended to `input`.
+fn read_more<R: Read>(r: &mut R, input: &mut Vec<u8>, total: usize) -> Result<(), AuthError> {
+    let have = input.len();
+    input.resize(total.max(have + 1), 0);
+    let got = loop {
+        match r.read(&mut input[have..]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other,
+        }
+    };
+    input.truncate(have + got.as_ref().map_or(0, |n| *n));
+    match got {
+        Ok(0) => Err(AuthError::Io(io::ErrorKind::UnexpectedEof.into())),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The acceptor's side of the handshake as a state machine over bytes, so
+/// that one thread can drive many handshakes without blocking on any
+/// (`runtime::handshakes`). Feed [`Acceptor::advance`] the bytes received
+/// and not yet consumed; it asks for no more than the message it waits for.
+pub struct Acceptor {
+    state: AcceptorState,
+}
+
+enum AcceptorState {
+    /// Waiting for the connector's `MAGIC nc`.
+    Challenge,
+    /// Our answer is sent; waiting for the connector's proof.
+    Proof { nc: [u8; NONCE], na: [u8; NONCE] },
+}
+
+/// What an [`Acceptor`] needs or does next.
+#[derive(Debug)]
+pub enum Step {
+    /// The message waited for is incomplete: it takes this many input
+    /// bytes in all (more than were given).
+    Need(usize),
+    /// A message was read: send the reply, then feed the rest.
+    Reply {
+        /// Input bytes the message took.
+        consumed: usize,
+        /// What to send the connector.
+        reply: Vec<u8>,
+    },
+    /// The connector proved it holds the secret.
+    Done {
+        /// Input bytes the last message took; what follows is the
+        /// connection's first data.
+        consumed: usize,
+        /// What to send the connector (may be empty) before using the
+        /// connection.
+        reply: Vec<u8>,
+        /// The identity the connector proved.
+        peer: String,
+    },
+}
+
+/// Read one message from the front of `input`; None while it is incomplete.
+fn parse<T>(
+    input: &[u8],
+    read: impl FnOnce(&mut &[u8]) -> Result<T, AuthError>,
+) -> Result<Option<(T, usize)>, AuthError> {
+    let mut rest = input;
+    match read(&mut rest) {
+        Ok(v) => Ok(Some((v, input.len() - rest.len()))),
+        Err(AuthError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Default for Acceptor {
+    fn default() -> Acceptor {
+        Acceptor::new()
+    }
+}
+
+impl Acceptor {
+    /// A handshake waiting for the connector's first message.
+    pub fn new() -> Acceptor {
+        Acceptor {
+            state: AcceptorState::Challenge,
+        }
+    }
+
+    /// Take the next step with `input`, the bytes received and not yet
+    /// consumed. After [`Step::Done`] the handshake is over.
+    pub fn advance(&mut self, secret: &[u8], my_id: &str, input: &[u8]) -> Result<Step, AuthError> {
+        match &self.state {
+            AcceptorState::Challenge => {
+                let Some((nc, consumed)) = parse(input, |r| {
+                    read_magic(r, AuthError::UnexpectedTls)?;
+                    let mut nc = [0u8; NONCE];
+                    r.read_exact(&mut nc)?;
+                    Ok(nc)
+                })?
+                else {
+                    return Ok(Step::Need(MAGIC.len() + NONCE));
+                };
+                let na = nonce()?;
+                let mut out = Vec::with_capacity(8 + NONCE + 2 + my_id.len() + MAC);
+                out.extend_from_slice(MAGIC);
+                out.extend_from_slice(&na);
+                put_id(&mut out, my_id);
+                out.extend_from_slice(&mac(
+                    secret,
+                    b"monarch-acceptor",
+                    &nc,
+                    &na,
+                    my_id.as_bytes(),
+                ));
+                self.state = AcceptorState::Proof { nc, na };
+                Ok(Step::Reply {
+                    consumed,
+                    reply: out,
+                })
+            }
+            AcceptorState::Proof { nc, na } => {
+                let Some(((idc, mc), consumed)) = parse(input, |r| {
+                    let idc = read_id(r)?;
+                    let mut mc = [0u8; MAC];
+                    r.read_exact(&mut mc)?;
+                    Ok((idc, mc))
+                })?
+                else {
+                    return Ok(Step::Need(match input {
+                        [a, b, ..] => 2 + u16::from_le_bytes([*a, *b]) as usize + MAC,
+                        _ => 2,
+                    }));
+                };
+                if !check(secret, b"monarch-connector", na, nc, idc.as_bytes(), &mc) {
+                    return Err(AuthError::BadMac);
+                }
+                Ok(Step::Done {
+                    consumed,
+                    reply: Vec::new(),
+                    peer: idc,
+                })
+            }
+        }
+    }
 }
 
 #[cfg(test)]

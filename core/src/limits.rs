@@ -1,9 +1,12 @@
 //! What a caller may ask for: the longest name, the largest mesh. Checked
 //! where a request enters the library, so a bad argument fails that one
-//! call with `InvalidArgument` and never reaches a peer.
+//! call with `InvalidArgument` and never reaches a peer. And what an
+//! unauthenticated peer may hold: the handshake deadline and the caps on
+//! pending handshakes ([`HandshakeLimits`]).
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -103,6 +106,89 @@ pub fn check_local_procs(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Environment variable: how long an inbound connection may take to
+/// authenticate, in milliseconds (the whole handshake, from accept).
+pub const HANDSHAKE_TIMEOUT_VAR: &str = "MONARCH_HANDSHAKE_TIMEOUT_MS";
+
+/// The handshake deadline when `MONARCH_HANDSHAKE_TIMEOUT_MS` is unset.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Environment variable: the most connections one runtime holds in their
+/// handshake at once.
+pub const MAX_PENDING_HANDSHAKES_VAR: &str = "MONARCH_MAX_PENDING_HANDSHAKES";
+
+/// The most pending handshakes when `MONARCH_MAX_PENDING_HANDSHAKES` is
+/// unset (and a quarter of the open-file limit is not lower).
+pub const DEFAULT_MAX_PENDING_HANDSHAKES: usize = 512;
+
+/// Environment variable: the most pending handshakes from one source (an
+/// IPv4 address, an IPv6 /64 prefix, or this host's Unix sockets).
+pub const MAX_PENDING_PER_SOURCE_VAR: &str = "MONARCH_MAX_PENDING_PER_SOURCE";
+
+/// The most pending handshakes from one source when
+/// `MONARCH_MAX_PENDING_PER_SOURCE` is unset.
+pub const DEFAULT_MAX_PENDING_PER_SOURCE: usize = 128;
+
+/// Bounds on connections that have not authenticated yet, for a runtime's
+/// listeners (see docs/security.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandshakeLimits {
+    /// How long a whole handshake may take, from accept.
+    pub timeout: Duration,
+    /// The most pending handshakes in total.
+    pub max_pending: usize,
+    /// The most pending handshakes from one source.
+    pub max_per_source: usize,
+}
+
+impl HandshakeLimits {
+    /// The settings in the environment; an unset or invalid one (not a
+    /// positive integer) takes its default. Without a setting, the total is
+    /// also at most a quarter of this process's open-file limit, so pending
+    /// handshakes never take the descriptors the rest of the process needs.
+    pub fn from_env() -> HandshakeLimits {
+        let max_pending = setting(MAX_PENDING_HANDSHAKES_VAR).unwrap_or_else(|| {
+            (open_file_limit() / 4).clamp(1, DEFAULT_MAX_PENDING_HANDSHAKES as u64)
+        });
+        HandshakeLimits {
+            timeout: handshake_timeout(),
+            max_pending: max_pending as usize,
+            max_per_source: setting(MAX_PENDING_PER_SOURCE_VAR)
+                .unwrap_or(DEFAULT_MAX_PENDING_PER_SOURCE as u64)
+                as usize,
+        }
+    }
+}
+
+/// The handshake deadline: `MONARCH_HANDSHAKE_TIMEOUT_MS` if set to a
+/// positive integer, else [`DEFAULT_HANDSHAKE_TIMEOUT`].
+pub fn handshake_timeout() -> Duration {
+    setting(HANDSHAKE_TIMEOUT_VAR)
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT)
+}
+
+/// A positive integer setting, None when unset or invalid.
+fn setting(var: &str) -> Option<u64> {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+}
+
+/// The soft limit on open descriptors of this process.
+fn open_file_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit to the pointer given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    lim.rlim_cur
+}
+
 /// The first characters of a long name, for an error message.
 fn shorten(name: &str) -> String {
     const SHOWN: usize = 64;
@@ -143,6 +229,16 @@ mod tests {
         let cut = bounded_message(&long);
         assert!(cut.len() <= MAX_ERROR_MESSAGE_LEN, "{}", cut.len());
         assert!(cut.ends_with("more bytes cut)"));
+    }
+
+    #[test]
+    fn handshake_limits_are_positive_and_fit_the_open_file_limit() {
+        let l = HandshakeLimits::from_env();
+        assert!(!l.timeout.is_zero());
+        assert!(l.max_pending >= 1 && l.max_per_source >= 1);
+        if std::env::var(MAX_PENDING_HANDSHAKES_VAR).is_err() {
+            assert!(l.max_pending as u64 <= open_file_limit().max(4) / 4);
+        }
     }
 
     #[test]

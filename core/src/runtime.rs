@@ -10,10 +10,11 @@
 //! failures, the top level's events), `heartbeat`, `remote` (procs on
 //! other hosts) and `cast` (multicast relays). `failures` connects them
 //! when a proc or actor fails; `dispatch` handles frames in and out,
-//! `links` connections coming and going, `io` how threads wait.
+//! `links` connections coming and going, `handshakes` accepting and
+//! authenticating them, `io` how threads wait.
 //!
-//! Threads: one accept thread per listener, one I/O thread, one reaper
-//! thread per child. Sends are written by the calling thread itself (no hop
+//! Threads: one accept thread (every listener and every connection still
+//! in its handshake), one I/O thread, one reaper thread per child. Sends are written by the calling thread itself (no hop
 //! through an executor); a thread that waits reads the sockets itself, so
 //! a reply completes its future on the thread that wants it (see `io`).
 
@@ -35,6 +36,7 @@ mod children;
 mod dispatch;
 mod events;
 mod failures;
+mod handshakes;
 mod heartbeat;
 mod identity;
 mod io;
@@ -314,19 +316,17 @@ impl Runtime {
                 epoch: Instant::now(),
             },
         });
+        inner.listeners.open_unix_alias(&inner.id.addr);
         let acc = inner.clone();
         std::thread::Builder::new()
             .name("monarch-accept".into())
-            .spawn(move || acc.accept_loop(acc.listeners.main()))
+            .spawn(move || acc.accept_loop())
             .map_err(|e| Error::io("cannot start accept thread", e))?;
         let io = inner.clone();
         std::thread::Builder::new()
             .name("monarch-io".into())
             .spawn(move || io.io_loop())
             .map_err(|e| Error::io("cannot start I/O thread", e))?;
-        if let Some(l) = inner.listeners.open_unix_alias(&inner.id.addr) {
-            listeners::spawn_accept(&inner, "monarch-accept-unix", l)?;
-        }
         let rt = Runtime { inner };
         if let Some(c) = controller {
             let conn = rt.inner.connect(&c)?;

@@ -14,7 +14,7 @@ use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAdd
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::tls::TlsStream;
@@ -244,6 +244,15 @@ impl Stream {
         };
     }
 
+    /// The remote IP address (None for a Unix socket).
+    pub fn peer_ip(&self) -> Option<IpAddr> {
+        match self {
+            Stream::Unix(_) => None,
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip()),
+            Stream::Tls(s) => s.tcp().peer_addr().ok().map(|a| a.ip()),
+        }
+    }
+
     /// The remote address, for logs.
     pub fn peer_desc(&self) -> String {
         match self {
@@ -297,6 +306,74 @@ impl Write for Stream {
     }
 }
 
+/// A blocking stream whose reads and writes all end by one deadline, so
+/// that a whole exchange (a handshake) is bounded, not each call.
+pub(crate) struct Bounded<'a> {
+    stream: &'a mut Stream,
+    until: Instant,
+}
+
+impl<'a> Bounded<'a> {
+    /// `stream` until `timeout` from now.
+    pub(crate) fn new(stream: &'a mut Stream, timeout: Duration) -> Bounded<'a> {
+        Bounded {
+            stream,
+            until: Instant::now() + timeout,
+        }
+    }
+
+    /// Time left, or a TimedOut error once the deadline has passed.
+    fn left(&self) -> io::Result<Duration> {
+        match self.until.checked_duration_since(Instant::now()) {
+            Some(t) if !t.is_zero() => Ok(t),
+            _ => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the handshake deadline passed",
+            )),
+        }
+    }
+
+    /// Both socket timeouts to the time left (a TLS session may read
+    /// while writing and write while reading).
+    fn arm(&mut self) -> io::Result<()> {
+        let left = self.left()?;
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.set_write_timeout(Some(left))
+    }
+}
+
+/// A read that times out (EAGAIN) early is retried; once the deadline has
+/// passed, `left` reports TimedOut.
+impl Read for Bounded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.arm()?;
+            match self.stream.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+        }
+    }
+}
+
+/// A write that times out is not retried (TLS may have taken its bytes).
+impl Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        match self.stream.write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the handshake deadline passed",
+            )),
+            r => r,
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.arm()?;
+        self.stream.flush()
+    }
+}
+
 /// A listening socket of either kind.
 pub(crate) enum Listener {
     /// Listening on a Unix socket.
@@ -343,6 +420,14 @@ impl Listener {
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
                 Stream::tcp(s, tls.as_deref(), true)
             }
+        }
+    }
+
+    /// Switch the listening socket to (non-)blocking `accept`.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Listener::Unix(l) => l.set_nonblocking(on),
+            Listener::Tcp(l) => l.set_nonblocking(on),
         }
     }
 
@@ -399,6 +484,33 @@ mod tests {
         assert_eq!(tcp_addr("tcp:10.0.0.2:1").unwrap(), "tcp:10.0.0.2:1");
         assert!(Addr::parse("nonsense").is_err());
         assert!(tcp_addr("unix:/x").is_err());
+    }
+
+    #[test]
+    fn a_bounded_stream_ends_at_its_deadline_however_often_bytes_come() {
+        let (l, addr) = Listener::bind("tcp:127.0.0.1:0").unwrap();
+        let mut c = Stream::connect(&addr).unwrap();
+        let mut s = l.accept().unwrap();
+        // A byte every 20 ms: no read ever waits long, the whole does.
+        let trickle = std::thread::spawn(move || {
+            while s.write_all(b"x").is_ok() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let mut b = Bounded::new(&mut c, Duration::from_millis(300));
+        let mut buf = [0u8; 1];
+        let mut got = 0usize;
+        let e = loop {
+            match b.read(&mut buf) {
+                Ok(n) => got += n,
+                Err(e) => break e,
+            }
+            assert!(got < 10_000, "still reading after {got} bytes");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(got > 0);
+        c.shutdown();
+        trickle.join().unwrap();
     }
 
     #[test]

@@ -1,79 +1,15 @@
-//! How this proc's connections come and go: accepting and authenticating
-//! inbound ones, connecting (one connection per peer), and noticing one
-//! end (what a lost peer fails is in `failures`).
+//! How this proc's connections come and go: connecting (one connection
+//! per peer) and noticing one end (what a lost peer fails is in
+//! `failures`; accepting inbound ones is `handshakes`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::Inner;
 use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::{Listener, Stream};
-
-/// How long a peer may take to complete the authentication handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::transport::{Bounded, Stream};
 
 impl Inner {
-    pub(super) fn accept_loop(self: &Arc<Self>, listener: &Listener) {
-        loop {
-            match listener.accept() {
-                Ok(stream) => {
-                    if self.lifecycle.is_stopped() {
-                        return;
-                    }
-                    let me = self.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("monarch-conn".into())
-                        .spawn(move || me.serve_inbound(stream));
-                }
-                Err(e) => {
-                    if self.lifecycle.is_stopped() {
-                        return;
-                    }
-                    if super::setup_errors::is_exhaustion(&e) {
-                        self.setup_errors.accept_failed(&e);
-                    }
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        tracing::warn!(error = %e, "accept failed");
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Authenticate an inbound connection, then read from it until it ends.
-    pub(super) fn serve_inbound(self: Arc<Self>, mut stream: Stream) {
-        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-        let peer = match crate::auth::accept_handshake(
-            &mut stream,
-            self.id.token.as_bytes(),
-            &self.id.addr,
-        ) {
-            Ok(peer) => peer,
-            Err(e) => {
-                tracing::warn!(from = %stream.peer_desc(), error = %e, "dropping unauthenticated connection");
-                return;
-            }
-        };
-        let _ = stream.set_read_timeout(None);
-        let _ = stream.set_write_timeout(None);
-        let conn = match Conn::new_or_give_back(peer.clone(), stream, Vec::new()) {
-            Ok(c) => Arc::new(c),
-            Err((e, stream)) => {
-                // Recorded before the peer sees the connection close.
-                self.setup_errors.peer_failed(&peer, &e);
-                drop(stream);
-                tracing::warn!(%peer, error = %e, "cannot set up connection");
-                return;
-            }
-        };
-        self.peers.register(&peer, None, &conn);
-        self.conns_changed();
-        self.drain_conn(&conn);
-    }
-
     /// Connect to `addr`, authenticate both ways, register and start
     /// reading. The connection is known under `addr` and under the
     /// identity the peer proved (they differ when we reach a peer through
@@ -90,16 +26,17 @@ impl Inner {
 
     pub(super) fn connect_now(self: &Arc<Self>, addr: &str) -> Result<Arc<Conn>> {
         let mut stream = Stream::connect_from(&self.id.addr, addr)?;
-        let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-        let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-        let identity =
-            crate::auth::connect_handshake(&mut stream, self.id.token.as_bytes(), &self.id.addr)
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::ProcFailed,
-                        format!("cannot authenticate with {addr}: {e}"),
-                    )
-                })?;
+        let identity = crate::auth::connect_handshake(
+            &mut Bounded::new(&mut stream, crate::limits::handshake_timeout()),
+            self.id.token.as_bytes(),
+            &self.id.addr,
+        )
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::ProcFailed,
+                format!("cannot authenticate with {addr}: {e}"),
+            )
+        })?;
         let _ = stream.set_read_timeout(None);
         let _ = stream.set_write_timeout(None);
         let conn = Arc::new(

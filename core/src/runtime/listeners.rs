@@ -1,12 +1,15 @@
 //! `Listeners`: the sockets this proc accepts connections on. Its own
 //! address; a TCP listener opened when the runtime first needs to be
 //! reached from other hosts; and, for a proc on a TCP address, a Unix
-//! socket alias for procs of the same host.
+//! socket alias for procs of the same host. All are non-blocking and
+//! served by the one accept thread (`handshakes`), which a signal on
+//! [`Listeners::changed_fd`] sends to look at them again.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
+use crate::eventfd::EventFd;
 use crate::transport::Listener;
 
 /// Where a new runtime listens.
@@ -24,9 +27,18 @@ pub(super) struct Listeners {
     main: Listener,
     /// The TCP listener for other hosts (a controller attaching host
     /// agents), and its port.
-    tcp: OnceLock<(Arc<Listener>, u16)>,
+    tcp: OnceLock<(Listener, u16)>,
     /// The same-host Unix socket of a proc on a TCP address (path, listener).
-    unix_alias: OnceLock<(PathBuf, Arc<Listener>)>,
+    unix_alias: OnceLock<(PathBuf, Listener)>,
+    /// Readable when a listener was opened or all were shut down.
+    changed: EventFd,
+}
+
+/// A listener that only the accept thread's `poll` waits on.
+fn nonblocking(l: Listener) -> Result<Listener> {
+    l.set_nonblocking(true)
+        .map_err(|e| Error::io("cannot make a listener non-blocking", e))?;
+    Ok(l)
 }
 
 impl Listeners {
@@ -48,42 +60,57 @@ impl Listeners {
             }
         };
         let listeners = Listeners {
-            main,
+            main: nonblocking(main)?,
             tcp: OnceLock::new(),
             unix_alias: OnceLock::new(),
+            changed: EventFd::new().map_err(|e| Error::io("eventfd", e))?,
         };
         Ok((listeners, addr))
     }
 
-    /// The listener at this proc's address.
-    pub(super) fn main(&self) -> &Listener {
-        &self.main
+    /// Every open listener.
+    pub(super) fn all(&self) -> Vec<&Listener> {
+        let mut all = vec![&self.main];
+        all.extend(self.tcp.get().map(|(l, _)| l));
+        all.extend(self.unix_alias.get().map(|(_, l)| l));
+        all
     }
 
-    /// For a proc at TCP address `addr`, open its same-host Unix socket;
-    /// the caller accepts on it. None when there is none to open.
-    pub(super) fn open_unix_alias(&self, addr: &str) -> Option<Arc<Listener>> {
-        let path = crate::transport::same_host_path(addr, addr)?;
+    /// Readable when the set of listeners changed (`poll` it, then
+    /// [`Listeners::seen_change`]).
+    pub(super) fn changed_fd(&self) -> i32 {
+        self.changed.fd()
+    }
+
+    /// Make [`Listeners::changed_fd`] not readable.
+    pub(super) fn seen_change(&self) {
+        self.changed.drain();
+    }
+
+    /// For a proc at TCP address `addr`, open its same-host Unix socket
+    /// (when there is one to open).
+    pub(super) fn open_unix_alias(&self, addr: &str) {
+        let Some(path) = crate::transport::same_host_path(addr, addr) else {
+            return;
+        };
         // Ours alone while we hold the TCP port: a file left by an earlier
         // proc on this port is stale.
         let _ = std::fs::remove_file(&path);
-        match Listener::bind(&format!("unix:{}", path.display())) {
-            Ok((l, _)) => {
-                let l = Arc::new(l);
-                let _ = self.unix_alias.set((path, l.clone()));
-                Some(l)
+        match Listener::bind(&format!("unix:{}", path.display())).and_then(|(l, _)| nonblocking(l))
+        {
+            Ok(l) => {
+                let _ = self.unix_alias.set((path, l));
+                self.changed.signal();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "no same-host Unix socket; peers use TCP");
-                None
             }
         }
     }
 
     /// The port of our TCP listener, opening it the first time (bound to
-    /// `MONARCH_BIND_ADDR`, default all interfaces); `accept` starts
-    /// accepting on a newly opened one.
-    pub(super) fn tcp_port(&self, accept: impl FnOnce(Arc<Listener>) -> Result<()>) -> Result<u16> {
+    /// `MONARCH_BIND_ADDR`, default all interfaces).
+    pub(super) fn tcp_port(&self) -> Result<u16> {
         if let Some((_, port)) = self.tcp.get() {
             return Ok(*port);
         }
@@ -94,16 +121,15 @@ impl Listeners {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
-        let l = Arc::new(l);
-        if self.tcp.set((l.clone(), port)).is_err() {
+        if self.tcp.set((nonblocking(l)?, port)).is_err() {
             // Another thread won the race; ours is dropped unused.
             return Ok(self.tcp.get().expect("set").1);
         }
-        accept(l)?;
+        self.changed.signal();
         Ok(port)
     }
 
-    /// Stop accepting (wakes the accept threads) and remove the Unix alias.
+    /// Stop accepting (wakes the accept thread) and remove the Unix alias.
     pub(super) fn shutdown(&self) {
         self.main.shutdown();
         if let Some((l, _)) = self.tcp.get() {
@@ -113,15 +139,6 @@ impl Listeners {
             l.shutdown();
             let _ = std::fs::remove_file(path);
         }
+        self.changed.signal();
     }
-}
-
-/// Start a thread named `name` accepting connections on `l` for `rt`.
-pub(super) fn spawn_accept(rt: &Arc<super::Inner>, name: &str, l: Arc<Listener>) -> Result<()> {
-    let acc = rt.clone();
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || acc.accept_loop(&l))
-        .map(|_| ())
-        .map_err(|e| Error::io("cannot start accept thread", e))
 }

@@ -198,10 +198,7 @@ impl Runtime {
     }
 
     fn tcp_port(&self) -> Result<u16> {
-        let inner = &self.inner;
-        inner
-            .listeners
-            .tcp_port(|l| super::listeners::spawn_accept(inner, "monarch-accept-tcp", l))
+        self.inner.listeners.tcp_port()
     }
 
     /// Expect a proc at `addr` started by the agent `agent`: sends to it
