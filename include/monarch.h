@@ -329,6 +329,7 @@ monarch_status monarch_future_free(struct monarch_future *fut);
 // An n-d array of procs (or a view of one).
 //
 // Created by `monarch_proc_mesh_spawn`, `monarch_runtime_this_proc`,
+// `monarch_proc_mesh_from_ref`,
 // `monarch_host_mesh_spawn_procs` and the view functions
 // (`monarch_proc_mesh_slice_index`, ...), each a new handle; freed by
 // `monarch_proc_mesh_free`, which does not stop the procs. May be used
@@ -418,6 +419,24 @@ monarch_status monarch_proc_mesh_split(const struct monarch_proc_mesh *pm,
 // completes when all have exited.
 monarch_status monarch_proc_mesh_stop(const struct monarch_proc_mesh *pm,
                                       struct monarch_future **out);
+
+// Serialize a reference to this mesh (view) that can be sent to any proc
+// of the job and turned back into a proc mesh there with
+// `monarch_proc_mesh_from_ref` (an `ActorMeshRef` flatbuffer with the
+// empty actor key). Free with `monarch_buffer_free`.
+monarch_status monarch_proc_mesh_to_ref(const struct monarch_proc_mesh *pm,
+                                        uint8_t **out,
+                                        size_t *out_len);
+
+// Rebuild a proc mesh from the bytes of `monarch_proc_mesh_to_ref`
+// (borrowed for the call). Actors may be spawned on it; stopping it fails
+// with MONARCH_ERR_INVALID_ARGUMENT (only the process that spawned the
+// procs stops them). Malformed bytes, or an actor mesh's reference, give
+// MONARCH_ERR_INVALID_ARGUMENT.
+monarch_status monarch_proc_mesh_from_ref(const struct monarch_runtime *rt,
+                                          const uint8_t *ptr,
+                                          size_t len,
+                                          struct monarch_proc_mesh **out);
 
 // Free a proc mesh handle. Does not stop the procs. NULL is a no-op.
 monarch_status monarch_proc_mesh_free(struct monarch_proc_mesh *pm);
