@@ -5,8 +5,11 @@
 //! its own stdout or stderr with the proc's rank as prefix
 //! (`[rank 3] text`). Local procs' output is captured the same way (pipes
 //! read by the controller) unless `MONARCH_PROC_OUTPUT=inherit`, which
-//! lets them write to the controller's stdout/stderr directly. With an aggregation window, identical lines arriving
-//! within the window are printed once: `[8 similar lines] text`.
+//! lets them write to the controller's stdout/stderr directly. With an
+//! aggregation window, lines arriving within the window that differ only in
+//! numbers (decimal or hex, e.g. steps, losses, ids) are printed once, as
+//! the first of them with their count and ranks:
+//! `[8 similar lines, ranks 0-7] step 12 loss 0.53`.
 //! Options are per process (one runtime per process).
 
 use parking_lot::Mutex;
@@ -15,16 +18,26 @@ use std::io::Write;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// A line of output: (from stderr, text).
-type Line = (bool, Vec<u8>);
+/// A group of similar lines: (from stderr, the text with its numbers
+/// taken out).
+type Key = (bool, Vec<u8>);
+
+/// Lines of one group seen in the current window.
+struct Group {
+    stderr: bool,
+    /// The first line of the group, as printed.
+    first: Vec<u8>,
+    count: usize,
+    /// Ranks that printed a line of the group (sorted, no duplicates).
+    ranks: Vec<u64>,
+}
 
 struct State {
     stream: bool,
     window: Option<Duration>,
-    /// Lines waiting for the end of the window, in arrival order:
-    /// (stderr, text) -> (count, first rank).
-    pending: Vec<(Line, (usize, Option<u64>))>,
-    index: HashMap<Line, usize>,
+    /// Groups waiting for the end of the window, in arrival order.
+    pending: Vec<Group>,
+    index: HashMap<Key, usize>,
     flusher: bool,
 }
 
@@ -72,6 +85,78 @@ fn prefix(rank: Option<u64>) -> String {
     }
 }
 
+/// The group of `line`: the line with every number (a run of decimal
+/// digits, with its fraction, or a `0x` hex number) and every hex id of 8
+/// or more digits replaced by `#`.
+pub fn template(line: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    let mut i = 0;
+    let is_hex = |c: u8| c.is_ascii_hexdigit();
+    while i < line.len() {
+        let c = line[i];
+        let word_start = i == 0 || !line[i - 1].is_ascii_alphanumeric();
+        // A hex id: 8+ hex digits standing alone as a word.
+        if word_start && is_hex(c) {
+            let mut j = i;
+            while j < line.len() && is_hex(line[j]) {
+                j += 1;
+            }
+            let word_end = j == line.len() || !line[j].is_ascii_alphanumeric();
+            if j - i >= 8 && word_end && line[i..j].iter().any(|b| b.is_ascii_digit()) {
+                out.push(b'#');
+                i = j;
+                continue;
+            }
+        }
+        if c == b'0'
+            && line.get(i + 1) == Some(&b'x')
+            && line.get(i + 2).is_some_and(|&b| is_hex(b))
+        {
+            i += 2;
+            while i < line.len() && is_hex(line[i]) {
+                i += 1;
+            }
+            out.push(b'#');
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < line.len() && line[i].is_ascii_digit() {
+                i += 1;
+            }
+            if line.get(i) == Some(&b'.') && line.get(i + 1).is_some_and(|b| b.is_ascii_digit()) {
+                i += 1;
+                while i < line.len() && line[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
+            out.push(b'#');
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// `0-3,5,7-8` of sorted, distinct ranks.
+pub fn rank_ranges(ranks: &[u64]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", ranks[i], ranks[j])
+        } else {
+            ranks[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 /// One line of output of the proc at `rank` (without its newline).
 pub(crate) fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
     let mut s = state().lock();
@@ -83,13 +168,26 @@ pub(crate) fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
         print(stderr, &prefix(rank), line);
         return;
     };
-    let key = (stderr, line.to_vec());
+    let key = (stderr, template(line));
     match s.index.get(&key) {
-        Some(&i) => s.pending[i].1 .0 += 1,
+        Some(&i) => {
+            let g = &mut s.pending[i];
+            g.count += 1;
+            if let Some(r) = rank {
+                if let Err(at) = g.ranks.binary_search(&r) {
+                    g.ranks.insert(at, r);
+                }
+            }
+        }
         None => {
             let i = s.pending.len();
-            s.index.insert(key.clone(), i);
-            s.pending.push((key, (1, rank)));
+            s.index.insert(key, i);
+            s.pending.push(Group {
+                stderr,
+                first: line.to_vec(),
+                count: 1,
+                ranks: rank.into_iter().collect(),
+            });
         }
     }
     if !s.flusher {
@@ -111,11 +209,20 @@ pub fn flush() {
         s.index.clear();
         std::mem::take(&mut s.pending)
     };
-    for ((stderr, line), (count, rank)) in pending {
-        if count > 1 {
-            print(stderr, &format!("[{count} similar lines]"), &line);
+    for g in pending {
+        if g.count > 1 {
+            let who = match g.ranks.len() {
+                0 => String::new(),
+                1 => format!(", rank {}", g.ranks[0]),
+                _ => format!(", ranks {}", rank_ranges(&g.ranks)),
+            };
+            print(
+                g.stderr,
+                &format!("[{} similar lines{who}]", g.count),
+                &g.first,
+            );
         } else {
-            print(stderr, &prefix(rank), &line);
+            print(g.stderr, &prefix(g.ranks.first().copied()), &g.first);
         }
     }
 }
@@ -155,4 +262,31 @@ pub(crate) fn forward_local(
     }
     pump(out, rank, false);
     pump(err, rank, true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_differing_only_in_numbers_share_a_template() {
+        let t = |s: &str| String::from_utf8(template(s.as_bytes())).unwrap();
+        assert_eq!(t("step 12 loss 0.53"), "step # loss #");
+        assert_eq!(t("step 12 loss 0.53"), t("step 7 loss 1.25"));
+        assert_eq!(
+            t("worker w3 at 0x7ffd12 id 9f3a2b1c0d"),
+            "worker w# at # id #"
+        );
+        assert_ne!(t("step 1 done"), t("step 1 failed"));
+        // Words with letters and digits keep their letters.
+        assert_eq!(t("gpu0 cuda:1"), "gpu# cuda:#");
+        assert_eq!(t("deadbeef is a word"), "deadbeef is a word");
+    }
+
+    #[test]
+    fn rank_sets_print_as_ranges() {
+        assert_eq!(rank_ranges(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
+        assert_eq!(rank_ranges(&[4]), "4");
+        assert_eq!(rank_ranges(&[]), "");
+    }
 }
