@@ -193,8 +193,10 @@ monarch_status monarch_runtime_set_owner(const struct monarch_runtime *rt, const
 // Streaming of remote procs' stdout/stderr to this process: print each
 // line with a `[rank N]` prefix when `stream_to_client` is true (the
 // default), dropping them otherwise; with `aggregate_window_ms` > 0,
-// identical lines arriving within that window are printed once as
-// `[K similar lines] text`. Applies to the whole process.
+// lines arriving within that window that differ only in numbers or ids
+// are printed once, as the first of them with their count and ranks:
+// `[8 similar lines, ranks 0-7] step 12 loss 0.53`. Applies to the whole
+// process.
 monarch_status monarch_runtime_logging_option(const struct monarch_runtime *rt,
                                               bool stream_to_client,
                                               uint64_t aggregate_window_ms);

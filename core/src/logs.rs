@@ -63,11 +63,67 @@ pub fn set_options(stream_to_client: bool, aggregate_window: Option<Duration>) {
     s.window = aggregate_window.filter(|w| !w.is_zero());
 }
 
+/// `line` without its ANSI escape sequences (colours, cursor moves).
+pub fn strip_colour(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !line.contains(&0x1b) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = Vec::with_capacity(line.len());
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] == 0x1b && line.get(i + 1) == Some(&b'[') {
+            // CSI: parameters and intermediates, then one final byte.
+            i += 2;
+            while i < line.len() && !(0x40..=0x7e).contains(&line[i]) {
+                i += 1;
+            }
+            i += 1;
+        } else if line[i] == 0x1b {
+            i += 2;
+        } else {
+            out.push(line[i]);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether this process's stdout / stderr is a terminal (asked once).
+fn is_terminal(stderr: bool) -> bool {
+    use std::io::IsTerminal;
+    static TTY: OnceLock<(bool, bool)> = OnceLock::new();
+    let (out, err) = *TTY.get_or_init(|| {
+        (
+            std::io::stdout().is_terminal(),
+            std::io::stderr().is_terminal(),
+        )
+    });
+    if stderr {
+        err
+    } else {
+        out
+    }
+}
+
+/// Print `prefix line`: the prefix dimmed and the line as the proc wrote
+/// it on a terminal, both without colour codes otherwise.
 fn print(stderr: bool, prefix: &str, line: &[u8]) {
-    let mut buf = Vec::with_capacity(prefix.len() + line.len() + 2);
-    buf.extend_from_slice(prefix.as_bytes());
+    let tty = is_terminal(stderr);
+    let line = if tty {
+        std::borrow::Cow::Borrowed(line)
+    } else {
+        strip_colour(line)
+    };
+    let mut buf = Vec::with_capacity(prefix.len() + line.len() + 12);
+    if tty {
+        buf.extend_from_slice(b"\x1b[2m");
+        buf.extend_from_slice(prefix.as_bytes());
+        buf.extend_from_slice(b"\x1b[0m");
+    } else {
+        buf.extend_from_slice(prefix.as_bytes());
+    }
     buf.push(b' ');
-    buf.extend_from_slice(line);
+    buf.extend_from_slice(&line);
     buf.push(b'\n');
     if stderr {
         let _ = std::io::stderr().lock().write_all(&buf);
@@ -157,8 +213,10 @@ pub fn rank_ranges(ranks: &[u64]) -> String {
     parts.join(",")
 }
 
-/// One line of output of the proc at `rank` (without its newline).
-pub(crate) fn emit(rank: Option<u64>, stderr: bool, line: &[u8]) {
+/// One line of output of the proc at `rank` (without its newline), whose
+/// log file is named after `proc`.
+pub(crate) fn emit(proc: &str, rank: Option<u64>, stderr: bool, line: &[u8]) {
+    crate::logfiles::keep(proc, stderr, line);
     let mut s = state().lock();
     if !s.stream {
         return;
@@ -233,13 +291,16 @@ pub(crate) fn capture_local() -> bool {
     std::env::var("MONARCH_PROC_OUTPUT").map_or(true, |v| v != "inherit")
 }
 
-/// Read a local proc's stdout and stderr line by line into [`emit`].
+/// Read the stdout and stderr of the local proc at `addr` line by line
+/// into [`emit`].
 pub(crate) fn forward_local(
     out: std::process::ChildStdout,
     err: std::process::ChildStderr,
     rank: u64,
+    addr: &str,
 ) {
-    fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool) {
+    let name = crate::logfiles::local_name(addr);
+    fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool, name: String) {
         let _ = std::thread::Builder::new()
             .name("monarch-output".into())
             .spawn(move || {
@@ -254,14 +315,14 @@ pub(crate) fn forward_local(
                             if line.last() == Some(&b'\n') {
                                 line.pop();
                             }
-                            emit(Some(rank), stderr, &line);
+                            emit(&name, Some(rank), stderr, &line);
                         }
                     }
                 }
             });
     }
-    pump(out, rank, false);
-    pump(err, rank, true);
+    pump(out, rank, false, name.clone());
+    pump(err, rank, true, name);
 }
 
 #[cfg(test)]
@@ -281,6 +342,13 @@ mod tests {
         // Words with letters and digits keep their letters.
         assert_eq!(t("gpu0 cuda:1"), "gpu# cuda:#");
         assert_eq!(t("deadbeef is a word"), "deadbeef is a word");
+    }
+
+    #[test]
+    fn colour_codes_are_stripped() {
+        assert_eq!(&*strip_colour(b"\x1b[31mred\x1b[0m plain"), b"red plain");
+        assert_eq!(&*strip_colour(b"\x1b[1;32mok"), b"ok");
+        assert_eq!(&*strip_colour(b"no codes"), b"no codes");
     }
 
     #[test]

@@ -407,7 +407,7 @@ impl Runtime {
             match child {
                 Ok((c, output)) => {
                     if let Some((out, err)) = output {
-                        crate::logs::forward_local(out, err, rank as u64);
+                        crate::logs::forward_local(out, err, rank as u64, &addr);
                     }
                     self.inner.children.insert(addr.clone(), c);
                 }

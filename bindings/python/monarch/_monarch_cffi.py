@@ -9,4 +9,4 @@ ffi = _cffi_backend.FFI('monarch._monarch_cffi',
     _typenames = (b'\x00\x00\x01\xD1monarch_actor_mesh',b'\x00\x00\x01\xD2monarch_bytes',b'\x00\x00\x01\xD3monarch_event',b'\x00\x00\x01\xD4monarch_event_header',b'\x00\x00\x01\xD5monarch_future',b'\x00\x00\x01\xD6monarch_host_mesh',b'\x00\x00\x01\xD7monarch_point_info',b'\x00\x00\x01\xD8monarch_port_receiver',b'\x00\x00\x01\xD9monarch_proc_mesh',b'\x00\x00\x01\xDAmonarch_rdma_buffer',b'\x00\x00\x01\xDBmonarch_runtime',b'\x00\x00\x01\xDCmonarch_slurm_job',b'\x00\x00\x00\x01monarch_status',b'\x00\x00\x01\xDDmonarch_value_mesh'),
 )
 
-HEADER_DIGEST = '53578-3ed866f6'
+HEADER_DIGEST = '53680-4e43dfa8'

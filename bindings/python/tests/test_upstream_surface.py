@@ -206,7 +206,10 @@ def test_rdma_names():
     asyncio.run(_await(buf.drop()))
 
 
-def test_aggregated_output_merges_lines_differing_in_numbers(tmp_path):
+def test_proc_output_ranks_aggregation_files_and_colour(tmp_path):
+    """Lines come with their rank; similar lines within a window are merged;
+    every proc's lines are also in its own file, whose directory is printed
+    at start; colour codes are dropped when the output is not a terminal."""
     script = tmp_path / "agg.py"
     script.write_text(
         textwrap.dedent(
@@ -215,20 +218,29 @@ def test_aggregated_output_merges_lines_differing_in_numbers(tmp_path):
 
             class P(Actor):
                 @endpoint
-                def say(self):
+                def say(self, text):
                     r = current_rank().rank
-                    print(f"step 12 loss 0.{50 + r}", flush=True)
+                    print(text.format(r=r, loss=50 + r), flush=True)
 
             pm = this_host().spawn_procs(per_host={"gpus": 4})
+            p = pm.spawn("p", P)
+            p.slice(gpus=2).say.call_one("\x1b[31mred{r}\x1b[0m alone").get()
             pm.logging_option(aggregate_window_sec=2)
-            pm.spawn("p", P).say.call().get()
+            p.say.call("step 12 loss 0.{loss}").get()
             import time; time.sleep(3)
             pm.stop().get()
             """
         )
     )
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    logs = tmp_path / "logs"
+    env = dict(os.environ, MONARCH_LOG_DIR=str(logs))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
+    assert f"proc output is kept in {logs}" in out.stderr
+    assert "[rank 2] red0 alone" in out.stdout and "\x1b" not in out.stdout, out.stdout
     lines = [ln for ln in out.stdout.splitlines() if "loss" in ln]
     assert len(lines) == 1, out.stdout
     assert lines[0].startswith("[4 similar lines, ranks 0-3] step 12 loss 0.5"), lines
+    kept = sorted(f.read_text() for f in logs.iterdir())
+    assert len(kept) == 4, kept
+    assert len([t for t in kept if "red0 alone" in t]) == 1 and all("step 12 loss 0.5" in t for t in kept)
