@@ -71,3 +71,12 @@ def set_env():
 
 def failing_bootstrap():
     raise RuntimeError("bootstrap refused")
+
+
+class Spawner(Actor):
+    @endpoint
+    def spawn_from(self, host):
+        procs = host.spawn_procs(per_host={"sub": 2})
+        n = len(procs.spawn("leaf", Leaf).where.call().get())
+        procs.stop().get()
+        return n

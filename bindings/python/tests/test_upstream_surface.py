@@ -244,3 +244,80 @@ def test_proc_output_ranks_aggregation_files_and_colour(tmp_path):
     kept = sorted(f.read_text() for f in logs.iterdir())
     assert len(kept) == 4, kept
     assert len([t for t in kept if "red0 alone" in t]) == 1 and all("step 12 loss 0.5" in t for t in kept)
+
+
+def test_run_worker_loop_forever_and_attach_to_workers():
+    """A host started with upstream's worker loop, attached by address."""
+    from monarch.job import job_secret
+    from surface_actors import Leaf
+
+    code = "from monarch.actor import run_worker_loop_forever as r; r(address='tcp://127.0.0.1:0')"
+    agent = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "MONARCH_JOB_TOKEN": job_secret()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = agent.stdout.readline()
+        assert line.startswith("MONARCH_HOST_READY "), line
+        hosts = ma.attach_to_workers(workers=[f"tcp://{line.split()[1]}"], ca="trust_all_connections")
+        assert hosts.extent == {"hosts": 1}
+        pm = hosts.spawn_procs(per_host={"gpus": 2})
+        assert len(pm.spawn("leaf", Leaf).where.call().get(timeout=60)) == 2
+        pm.stop().get(timeout=60)
+        with pytest.raises(NotImplementedError):
+            ma.attach_to_workers(workers=["tcp://127.0.0.1:1"], ca=b"a ca")
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+
+
+def test_this_host_travels():
+    from surface_actors import Spawner
+
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        # The actor spawns procs of its own from the host it was given.
+        assert pm.spawn("spawner", Spawner).spawn_from.call_one(this_host()).get(timeout=60) == 2
+    finally:
+        pm.stop().get(timeout=30)
+
+
+def test_shutdown_context_stops_every_proc(tmp_path):
+    # In a program of its own: it stops every proc of the process.
+    script = tmp_path / "shutdown.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os
+            from monarch.actor import Actor, SupervisionError, endpoint, shutdown_context, this_host
+
+            class Pid(Actor):
+                @endpoint
+                def pid(self):
+                    return os.getpid()
+
+            a = this_host().spawn_procs(per_host={"g": 2}).spawn("a", Pid)
+            b = this_host().spawn_procs(per_host={"g": 1}).spawn("b", Pid)
+            pids = list(a.pid.call().get().values()) + list(b.pid.call().get().values())
+            shutdown_context().get()
+            for mesh in (a, b):
+                try:
+                    mesh.pid.call().get()
+                    raise SystemExit("a call after shutdown_context() worked")
+                except SupervisionError:
+                    pass
+            for pid in pids:
+                try:
+                    os.kill(pid, 0)
+                    raise SystemExit(f"proc {pid} outlived shutdown_context()")
+                except ProcessLookupError:
+                    pass
+            print("all stopped")
+            """
+        )
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "all stopped" in out.stdout, out.stdout + out.stderr
