@@ -248,8 +248,9 @@ def test_proc_output_ranks_aggregation_files_and_colour(tmp_path):
 
 def test_run_worker_loop_forever_and_attach_to_workers():
     """A host started with upstream's worker loop, attached by address."""
-    from monarch.job import job_secret
     from surface_actors import Leaf
+
+    from monarch.job import job_secret
 
     code = "from monarch.actor import run_worker_loop_forever as r; r(address='tcp://127.0.0.1:0')"
     agent = subprocess.Popen(
