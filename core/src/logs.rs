@@ -301,9 +301,13 @@ pub(crate) fn forward_local(
 ) {
     let name = crate::logfiles::local_name(addr);
     fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool, name: String) {
+        // Counted from here; dropped with the closure if the thread does
+        // not start.
+        let running = PumpRunning::start();
         let _ = std::thread::Builder::new()
             .name("monarch-output".into())
             .spawn(move || {
+                let _running = running;
                 use std::io::BufRead;
                 let mut r = std::io::BufReader::new(pipe);
                 let mut line = Vec::new();
@@ -323,6 +327,45 @@ pub(crate) fn forward_local(
     }
     pump(out, rank, false, name.clone());
     pump(err, rank, true, name);
+}
+
+/// How many threads read local procs' output, and the condition signalled
+/// when one ends.
+fn pumps() -> &'static (Mutex<usize>, parking_lot::Condvar) {
+    static P: OnceLock<(Mutex<usize>, parking_lot::Condvar)> = OnceLock::new();
+    P.get_or_init(|| (Mutex::new(0), parking_lot::Condvar::new()))
+}
+
+/// Held by a thread reading a proc's output: its end is counted.
+struct PumpRunning;
+
+impl PumpRunning {
+    fn start() -> PumpRunning {
+        *pumps().0.lock() += 1;
+        PumpRunning
+    }
+}
+
+impl Drop for PumpRunning {
+    fn drop(&mut self) {
+        let (count, ended) = pumps();
+        *count.lock() -= 1;
+        ended.notify_all();
+    }
+}
+
+/// Wait (at most `max`) until every local proc's output has been read to
+/// its end, so that lines written just before a proc exited are not lost
+/// when the runtime shuts down.
+pub(crate) fn wait_local_output(max: Duration) {
+    let (count, ended) = pumps();
+    let deadline = std::time::Instant::now() + max;
+    let mut n = count.lock();
+    while *n > 0 {
+        if ended.wait_until(&mut n, deadline).timed_out() {
+            return;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -634,6 +634,8 @@ impl Runtime {
         self.inner.wake_parked();
         self.inner.supervision.wake_waiters();
         self.inner.io.kick.signal();
+        // The children are gone: their last lines are in the pipes.
+        crate::logs::wait_local_output(Duration::from_secs(1));
         crate::logs::flush();
     }
 

@@ -37,12 +37,23 @@ def _seconds(value: Any) -> float:
     return total
 
 
+# The environment's own values of the variables settings change, restored
+# by clear_runtime_config().
+_original_env: dict[str, str | None] = {}
+
+
 def _env_setter(var: str, convert):
     def apply(value: Any) -> None:
         if value is None:
-            os.environ.pop(var, None)
-        else:
-            os.environ[var] = convert(value)
+            original = _original_env.pop(var, None)
+            if original is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = original
+            return
+        converted = convert(value)
+        _original_env.setdefault(var, os.environ.get(var))
+        os.environ[var] = converted
 
     return apply
 

@@ -80,3 +80,12 @@ class Spawner(Actor):
         n = len(procs.spawn("leaf", Leaf).where.call().get())
         procs.stop().get()
         return n
+
+
+class Aborter(Actor):
+    @endpoint
+    def abort_now(self, reason):
+        try:
+            context().actor_instance.abort(reason)
+        except Exception:  # noqa: BLE001 - abort is not an Exception: this does not catch it
+            return "caught"

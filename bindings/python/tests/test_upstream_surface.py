@@ -186,6 +186,14 @@ def test_config_configure_and_configured():
         assert merged["host_spawn_ready_timeout"] == "90s"
         assert config.get_runtime_config()["tail_log_lines"] == 5
     assert "MONARCH_SPAWN_TIMEOUT_S" not in os.environ
+    # A value the environment had comes back after the block.
+    os.environ["MONARCH_SPAWN_TIMEOUT_S"] = "77"
+    try:
+        with config.configured(host_spawn_ready_timeout="2m"):
+            assert os.environ["MONARCH_SPAWN_TIMEOUT_S"] == "120"
+        assert os.environ["MONARCH_SPAWN_TIMEOUT_S"] == "77"
+    finally:
+        del os.environ["MONARCH_SPAWN_TIMEOUT_S"]
     with pytest.raises(TypeError, match="no_such_setting"):
         config.configure(no_such_setting=1)
     with pytest.raises(ValueError):
@@ -225,9 +233,10 @@ def test_proc_output_ranks_aggregation_files_and_colour(tmp_path):
             pm = this_host().spawn_procs(per_host={"gpus": 4})
             p = pm.spawn("p", P)
             p.slice(gpus=2).say.call_one("\x1b[31mred{r}\x1b[0m alone").get()
-            pm.logging_option(aggregate_window_sec=2)
+            # A window far longer than the call: the lines are printed when
+            # the runtime shuts down at exit, after the procs' last lines.
+            pm.logging_option(aggregate_window_sec=600)
             p.say.call("step 12 loss 0.{loss}").get()
-            import time; time.sleep(3)
             pm.stop().get()
             """
         )
@@ -322,3 +331,15 @@ def test_shutdown_context_stops_every_proc(tmp_path):
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "all stopped" in out.stdout, out.stdout + out.stderr
+
+
+def test_abort_fails_the_call_with_its_reason():
+    from surface_actors import Aborter
+
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        with pytest.raises((ActorError, ma.SupervisionError), match="the reason to stop"):
+            pm.spawn("aborter", Aborter).abort_now.call_one("the reason to stop").get(timeout=60)
+    finally:
+        pm.stop().get(timeout=30)
+    assert issubclass(ma.ActorAbort, BaseException) and not issubclass(ma.ActorAbort, Exception)

@@ -20,7 +20,7 @@ from .controller import env_for_children
 from .endpoint import endpoint
 from .future import Future
 from .proc_mesh import ProcMesh
-from .shape import owned_shape
+from .shape import Extent, owned_shape
 from .supervision import claim_spawn_owner, ensure_watcher
 
 _gc = ffi.gc
@@ -186,8 +186,8 @@ class HostMesh:
         return self
 
     @property
-    def extent(self) -> dict[str, int]:
-        return dict(self._extent)
+    def extent(self) -> Extent:
+        return Extent(self._extent.keys(), self._extent.values())
 
     def slice(self, **dims: int | slice) -> HostMesh:
         """The hosts at ``dims`` (an int fixes a dimension and removes it;

@@ -21,7 +21,7 @@ from typing import Any, Callable, Generic, TypeVar
 from ..._lib import ActorError, SupervisionError, check, ffi, lib
 from .pickle import HandleOwner, loads_parts
 from .scratch import thread_scratch
-from .shape import DimensionError, MeshIndexError, Point, Shape
+from .shape import DimensionError, Extent, MeshIndexError, Point, Shape
 
 T = TypeVar("T")
 
@@ -93,8 +93,8 @@ class ValueMesh(Generic[T]):
         return self._values[rank]
 
     @property
-    def extent(self) -> dict[str, int]:
-        return self._shape.extent()
+    def extent(self) -> Extent:
+        return Extent(self._shape.labels, self._shape.sizes)
 
     @property
     def sizes(self) -> dict[str, int]:
