@@ -81,7 +81,7 @@ fn files() -> &'static Mutex<HashMap<String, Option<File>>> {
     F.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Append a line of proc `name`'s output to its file.
+/// Append a line of proc `name`'s output (without colour codes) to its file.
 pub(crate) fn keep(name: &str, stderr: bool, line: &[u8]) {
     let Some(dir) = dir() else { return };
     let mut open = files().lock();
@@ -97,7 +97,7 @@ pub(crate) fn keep(name: &str, stderr: bool, line: &[u8]) {
     if stderr {
         buf.extend_from_slice(b"[stderr] ");
     }
-    buf.extend_from_slice(&crate::logs::strip_colour(line));
+    buf.extend_from_slice(line);
     buf.push(b'\n');
     let _ = f.write_all(&buf);
 }

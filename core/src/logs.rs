@@ -216,7 +216,7 @@ pub fn rank_ranges(ranks: &[u64]) -> String {
 /// One line of output of the proc at `rank` (without its newline), whose
 /// log file is named after `proc`.
 pub(crate) fn emit(proc: &str, rank: Option<u64>, stderr: bool, line: &[u8]) {
-    crate::logfiles::keep(proc, stderr, line);
+    crate::logfiles::keep(proc, stderr, &strip_colour(line));
     let mut s = state().lock();
     if !s.stream {
         return;

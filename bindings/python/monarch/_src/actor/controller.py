@@ -10,9 +10,10 @@ proc whose reference every proc spawned after it exists receives in the
 environment variable ``MONARCH_PY_CONTROLLERS`` (procs pass it on to the
 procs they spawn). The root starts it at its first
 ``get_or_spawn_controller`` call, and at its first ``spawn_procs`` when it
-already serves actors of its own (``this_proc()``), so that serving costs
-nothing extra; a proc spawned before either cannot reach the registry
-(RuntimeError naming the fix).
+already serves actors of its own (``this_proc()``; not from the thread
+that serves them, which cannot wait for the registry's constructor), so
+that serving costs nothing extra; a proc spawned before either cannot reach
+the registry (RuntimeError naming the fix).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .actor_mesh import A, Actor, ActorMesh
 from .endpoint import endpoint
 from .future import Future
 from .port import Port
-from .proc_mesh import this_proc, this_proc_is_served
+from .proc_mesh import on_this_proc_server_thread, this_proc, this_proc_is_served
 
 ENV = "MONARCH_PY_CONTROLLERS"
 
@@ -96,7 +97,7 @@ def env_for_children() -> list[bytes]:
     registry's reference (empty when there is none to give)."""
     if _is_root():
         with _lock:
-            start = _registry is None and this_proc_is_served()
+            start = _registry is None and this_proc_is_served() and not on_this_proc_server_thread()
         if start:
             _start_registry()
         if _registry is None:

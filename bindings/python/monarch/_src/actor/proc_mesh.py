@@ -72,6 +72,14 @@ def this_proc_is_served() -> bool:
     return bool(b[0])
 
 
+def on_this_proc_server_thread() -> bool:
+    """Whether the calling thread is the one serving ``this_proc()``'s
+    actors (which cannot wait for a constructor it must run itself)."""
+    with _this_proc_lock:
+        served = _this_proc_server
+    return served is not None and served[1] is threading.current_thread()
+
+
 def _ensure_this_proc_server():
     """Start the daemon thread that serves actors spawned on this_proc()."""
     global _this_proc_server
