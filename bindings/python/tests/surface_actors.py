@@ -57,8 +57,16 @@ class Asker(Actor):
 class Logs(Actor):
     @endpoint
     def log(self, text):
-        self.logger.warning(text)
-        return current_actor_name()
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        self.logger.logger.addHandler(handler)
+        try:
+            self.logger.warning(text)
+        finally:
+            self.logger.logger.removeHandler(handler)
+        r = records[0]
+        return current_actor_name(), r.actor, dict(r.rank), r.getMessage()
 
     @endpoint
     def level(self):

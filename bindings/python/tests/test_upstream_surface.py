@@ -166,8 +166,11 @@ def test_logger_current_actor_name_and_logging_option(procs, capfd):
     from surface_actors import Logs
 
     logs = procs.spawn("logs", Logs)
-    names = logs.log.call("hello from the logger").get(timeout=30)
-    assert all(n.startswith("logs.") for n in names.values())
+    got = logs.log.call("hello from the logger").get(timeout=30)
+    for point, (name, actor, rank, message) in got.items():
+        # The record carries the actor and its rank; the message names them.
+        assert name.startswith("logs.") and actor == name and rank == {"gpus": point["gpus"]}
+        assert message == f"[{name} gpus={point['gpus']}] hello from the logger"
     # Awaitable and usable without await.
     procs.logging_option(stream_to_client=True, aggregate_window_sec=None, level=10)
     asyncio.run(_await(procs.logging_option(stream_to_client=True, level=20)))
@@ -274,6 +277,10 @@ def test_run_worker_loop_forever_and_attach_to_workers():
         assert line.startswith("MONARCH_HOST_READY "), line
         hosts = ma.attach_to_workers(workers=[f"tcp://{line.split()[1]}"], ca="trust_all_connections")
         assert hosts.extent == {"hosts": 1}
+        import pickle
+
+        with pytest.raises(TypeError, match="send a proc mesh"):
+            pickle.dumps(hosts)
         pm = hosts.spawn_procs(per_host={"gpus": 2})
         assert len(pm.spawn("leaf", Leaf).where.call().get(timeout=60)) == 2
         pm.stop().get(timeout=60)
