@@ -40,7 +40,6 @@ from ._src.actor import endpoint as _endpoint
 from ._src.actor import shape as _shape
 from ._src.actor import supervision as _supervision
 from ._src.actor.actor_mesh import Actor, ActorMesh
-from ._src.actor.bootstrap import attach_to_workers, run_worker_loop_forever
 from ._src.actor.context import ActorAbort, Context, context, current_actor_name, current_rank, current_size
 from ._src.actor.controller import get_or_spawn_controller
 from ._src.actor.endpoint import Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint, send
@@ -48,8 +47,10 @@ from ._src.actor.future import Future
 from ._src.actor.host_mesh import (
     BootstrapCommand,
     HostMesh,
+    attach_to_workers,
     default_bootstrap_cmd,
     monarch_binary,
+    run_worker_loop_forever,
     shutdown_context,
     this_host,
 )

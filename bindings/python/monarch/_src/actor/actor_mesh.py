@@ -5,11 +5,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Generic, TypeVar
 
 from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, take_buffer
-from .context import context
 from .endpoint import ANY_ENDPOINT, CALL_ALL, CALL_BROADCAST, CALL_CHOOSE, CALL_ONE, EndpointRef, NotAnEndpoint
 from .future import Future
 from .pickle import dumps_call, to_c_parts
@@ -41,27 +39,15 @@ class Actor:
     message is prefixed with both."""
 
     @property
-    def logger(self) -> logging.LoggerAdapter:
+    def logger(self) -> Any:
         adapter = self.__dict__.get("_monarch_logger")
         if adapter is None:
-            adapter = self.__dict__["_monarch_logger"] = ActorLogger(
-                logging.getLogger(f"monarch.actor.{type(self).__qualname__}"), {}
-            )
+            # ``logging`` costs milliseconds to import: loaded by the actors
+            # that log, not by every worker.
+            from .logger import actor_logger
+
+            adapter = self.__dict__["_monarch_logger"] = actor_logger(type(self))
         return adapter
-
-
-class ActorLogger(logging.LoggerAdapter):
-    """``Actor.logger``: adds the running actor and its rank to each record."""
-
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        inst = context().actor_instance
-        actor, rank = inst.actor_id, inst.rank
-        extra = dict(kwargs.get("extra") or {})
-        extra.setdefault("actor", actor)
-        extra.setdefault("rank", rank)
-        kwargs["extra"] = extra
-        where = ", ".join(f"{k}={v}" for k, v in rank.items())
-        return f"[{actor}{' ' + where if where else ''}] {msg}", kwargs
 
 
 A = TypeVar("A", bound=Actor)
