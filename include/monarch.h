@@ -193,8 +193,10 @@ monarch_status monarch_runtime_set_owner(const struct monarch_runtime *rt, const
 // Streaming of remote procs' stdout/stderr to this process: print each
 // line with a `[rank N]` prefix when `stream_to_client` is true (the
 // default), dropping them otherwise; with `aggregate_window_ms` > 0,
-// identical lines arriving within that window are printed once as
-// `[K similar lines] text`. Applies to the whole process.
+// lines arriving within that window that differ only in numbers or ids
+// are printed once, as the first of them with their count and ranks:
+// `[8 similar lines, ranks 0-7] step 12 loss 0.53`. Applies to the whole
+// process.
 monarch_status monarch_runtime_logging_option(const struct monarch_runtime *rt,
                                               bool stream_to_client,
                                               uint64_t aggregate_window_ms);
@@ -329,6 +331,7 @@ monarch_status monarch_future_free(struct monarch_future *fut);
 // An n-d array of procs (or a view of one).
 //
 // Created by `monarch_proc_mesh_spawn`, `monarch_runtime_this_proc`,
+// `monarch_proc_mesh_from_ref`,
 // `monarch_host_mesh_spawn_procs` and the view functions
 // (`monarch_proc_mesh_slice_index`, ...), each a new handle; freed by
 // `monarch_proc_mesh_free`, which does not stop the procs. May be used
@@ -418,6 +421,24 @@ monarch_status monarch_proc_mesh_split(const struct monarch_proc_mesh *pm,
 // completes when all have exited.
 monarch_status monarch_proc_mesh_stop(const struct monarch_proc_mesh *pm,
                                       struct monarch_future **out);
+
+// Serialize a reference to this mesh (view) that can be sent to any proc
+// of the job and turned back into a proc mesh there with
+// `monarch_proc_mesh_from_ref` (an `ActorMeshRef` flatbuffer with the
+// empty actor key). Free with `monarch_buffer_free`.
+monarch_status monarch_proc_mesh_to_ref(const struct monarch_proc_mesh *pm,
+                                        uint8_t **out,
+                                        size_t *out_len);
+
+// Rebuild a proc mesh from the bytes of `monarch_proc_mesh_to_ref`
+// (borrowed for the call). Actors may be spawned on it; stopping it fails
+// with MONARCH_ERR_INVALID_ARGUMENT (only the process that spawned the
+// procs stops them). Malformed bytes, or an actor mesh's reference, give
+// MONARCH_ERR_INVALID_ARGUMENT.
+monarch_status monarch_proc_mesh_from_ref(const struct monarch_runtime *rt,
+                                          const uint8_t *ptr,
+                                          size_t len,
+                                          struct monarch_proc_mesh **out);
 
 // Free a proc mesh handle. Does not stop the procs. NULL is a no-op.
 monarch_status monarch_proc_mesh_free(struct monarch_proc_mesh *pm);

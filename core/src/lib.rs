@@ -42,6 +42,7 @@ pub mod geometry;
 mod host;
 pub mod limits;
 pub mod local;
+pub mod logfiles;
 pub mod logs;
 mod mesh;
 mod multicast;

@@ -26,6 +26,9 @@ pub struct ProcMesh {
     /// Address of the proc at each base rank.
     procs: Arc<Vec<String>>,
     shape: Shape,
+    /// Rebuilt from a reference received in a message: another process
+    /// owns these procs, so this one cannot stop them.
+    is_ref: bool,
 }
 
 /// How a call is delivered and answered.
@@ -65,6 +68,7 @@ impl ProcMesh {
             rt: rt.clone(),
             procs,
             shape,
+            is_ref: false,
         })
     }
 
@@ -77,6 +81,7 @@ impl ProcMesh {
             rt: rt.clone(),
             procs,
             shape,
+            is_ref: false,
         }
     }
 
@@ -86,7 +91,43 @@ impl ProcMesh {
             rt: rt.clone(),
             procs: Arc::new(vec![rt.addr().to_string()]),
             shape: Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid"),
+            is_ref: false,
         }
+    }
+
+    /// A reference to this mesh (view) that can travel in a message: an
+    /// `ActorMeshRef` flatbuffer with the empty actor key (which names no
+    /// actor, so it cannot be taken for an actor mesh's reference).
+    pub fn to_ref(&self) -> Vec<u8> {
+        ActorMeshRef {
+            name: String::new(),
+            key: String::new(),
+            procs: self.procs.to_vec(),
+            shape: self.shape.clone(),
+        }
+        .encode()
+    }
+
+    /// Rebuild a mesh from a reference made by [`ProcMesh::to_ref`] in any
+    /// proc of the job. Actors can be spawned on it; it cannot be stopped
+    /// from here (its procs belong to the process that started them).
+    pub fn from_ref(rt: &Runtime, bytes: &[u8]) -> Result<ProcMesh> {
+        let r = ActorMeshRef::decode(bytes).map_err(|e| Error::invalid(e.to_string()))?;
+        if !r.key.is_empty() {
+            return Err(Error::invalid(format!(
+                "this is the reference of actor mesh '{}', not of a proc mesh",
+                r.name
+            )));
+        }
+        if r.procs.is_empty() {
+            return Err(Error::invalid("proc mesh reference holds no procs"));
+        }
+        Ok(ProcMesh {
+            rt: rt.clone(),
+            procs: Arc::new(r.procs),
+            shape: r.shape,
+            is_ref: true,
+        })
     }
 
     fn addrs(&self) -> Vec<String> {
@@ -134,6 +175,12 @@ impl ProcMesh {
     /// The future completes when all of them have exited.
     pub fn stop(&self) -> Future {
         let fut = self.rt.new_future();
+        if self.is_ref {
+            fut.complete(Err(Error::invalid(
+                "this proc mesh was received in a message: only the process that spawned it can stop it",
+            )));
+            return fut;
+        }
         let rt = self.rt.clone();
         let addrs = self.addrs();
         let shape = self.shape.clone();
@@ -537,6 +584,46 @@ mod tests {
         assert!(e.message.contains("empty actor key"), "{}", e.message);
         r.key = "c.1".into();
         assert!(ActorMesh::from_ref(&rt, &r.encode()).is_ok());
+        rt.shutdown();
+    }
+
+    #[test]
+    fn a_proc_mesh_reference_keeps_its_view_and_cannot_stop() {
+        let rt = Runtime::listen_tcp(
+            "tcp:127.0.0.1:0",
+            std::net::IpAddr::from([127, 0, 0, 1]),
+            "proc-mesh-ref-test".to_string(),
+        )
+        .expect("listen on 127.0.0.1");
+        let pm = ProcMesh {
+            rt: rt.clone(),
+            procs: Arc::new(vec!["unix:/a".into(), "unix:/b".into(), "unix:/c".into()]),
+            shape: Shape::new(&[("gpus", 3)]).unwrap(),
+            is_ref: false,
+        };
+        let view = pm.select("gpus", Some(1), None, 1).unwrap();
+        let back = ProcMesh::from_ref(&rt, &view.to_ref()).unwrap();
+        assert_eq!(back.shape(), view.shape());
+        assert_eq!(back.addrs(), vec!["unix:/b".to_string(), "unix:/c".into()]);
+        let fut = back.stop();
+        assert!(fut.is_ready());
+        let e = fut
+            .take()
+            .expect("completed")
+            .expect_err("a reference cannot stop");
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e:?}");
+        // An actor mesh's reference is not a proc mesh's.
+        let am = ActorMeshRef {
+            name: "c".into(),
+            key: "c.1".into(),
+            procs: vec!["unix:/a".into()],
+            shape: Shape::new(&[("gpus", 1)]).unwrap(),
+        };
+        let e = ProcMesh::from_ref(&rt, &am.encode())
+            .err()
+            .expect("refused");
+        assert!(e.message.contains("not of a proc mesh"), "{}", e.message);
+        assert!(ProcMesh::from_ref(&rt, b"junk").is_err());
         rt.shutdown();
     }
 }

@@ -416,7 +416,7 @@ impl Runtime {
             match child {
                 Ok((c, output)) => {
                     if let Some((out, err)) = output {
-                        crate::logs::forward_local(out, err, rank as u64);
+                        crate::logs::forward_local(out, err, rank as u64, &addr);
                     }
                     self.inner.children.insert(addr.clone(), c);
                 }
@@ -649,6 +649,8 @@ impl Runtime {
         self.inner.wake_parked();
         self.inner.supervision.wake_waiters();
         self.inner.io.kick.signal();
+        // The children are gone: their last lines are in the pipes.
+        crate::logs::wait_local_output(Duration::from_secs(1));
         crate::logs::flush();
     }
 

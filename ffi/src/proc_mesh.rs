@@ -5,7 +5,8 @@ use std::ffi::c_char;
 
 use monarch_core::{MeshView, ProcMesh};
 
-use crate::args::{arg_str, dims, env_array, out_ptr, string_array};
+use crate::args::{arg_slice, arg_str, dims, env_array, out_ptr, string_array};
+use crate::bytes::owned_buffer;
 use crate::future::monarch_future;
 use crate::handles::{self, get, insert, Handle};
 use crate::runtime::monarch_runtime;
@@ -15,6 +16,7 @@ use crate::view::{derive_view, rename_args, shape_of, split_args};
 /// An n-d array of procs (or a view of one).
 ///
 /// Created by `monarch_proc_mesh_spawn`, `monarch_runtime_this_proc`,
+/// `monarch_proc_mesh_from_ref`,
 /// `monarch_host_mesh_spawn_procs` and the view functions
 /// (`monarch_proc_mesh_slice_index`, ...), each a new handle; freed by
 /// `monarch_proc_mesh_free`, which does not stop the procs. May be used
@@ -180,6 +182,43 @@ pub unsafe extern "C" fn monarch_proc_mesh_stop(
         let m = get(pm)?;
         let out = out_ptr(out, "out")?;
         *out = insert::<monarch_future>(m.stop());
+        Ok(())
+    })
+}
+
+/// Serialize a reference to this mesh (view) that can be sent to any proc
+/// of the job and turned back into a proc mesh there with
+/// `monarch_proc_mesh_from_ref` (an `ActorMeshRef` flatbuffer with the
+/// empty actor key). Free with `monarch_buffer_free`.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_proc_mesh_to_ref(
+    pm: *const monarch_proc_mesh,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+) -> monarch_status {
+    guard(|| {
+        let m = get(pm)?;
+        owned_buffer(m.to_ref(), out, out_len)
+    })
+}
+
+/// Rebuild a proc mesh from the bytes of `monarch_proc_mesh_to_ref`
+/// (borrowed for the call). Actors may be spawned on it; stopping it fails
+/// with MONARCH_ERR_INVALID_ARGUMENT (only the process that spawned the
+/// procs stops them). Malformed bytes, or an actor mesh's reference, give
+/// MONARCH_ERR_INVALID_ARGUMENT.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_proc_mesh_from_ref(
+    rt: *const monarch_runtime,
+    ptr: *const u8,
+    len: usize,
+    out: *mut *mut monarch_proc_mesh,
+) -> monarch_status {
+    guard(|| {
+        let r = get(rt)?;
+        let out = out_ptr(out, "out")?;
+        let bytes = arg_slice(ptr, len, "ptr")?;
+        *out = insert::<monarch_proc_mesh>(ProcMesh::from_ref(&r, bytes)?);
         Ok(())
     })
 }

@@ -153,6 +153,35 @@ void test_ref_round_trip(monarch_runtime *rt, monarch_actor_mesh *am) {
     monarch_actor_mesh_free(back);
 }
 
+/* A proc mesh reference: actors spawn on its procs; it cannot stop them,
+   and an actor mesh's reference is not taken for one. */
+void test_proc_mesh_ref(monarch_runtime *rt, monarch_proc_mesh *pm, monarch_actor_mesh *am) {
+    uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    CHECK_OK(monarch_proc_mesh_to_ref(pm, &ref, &ref_len));
+    monarch_proc_mesh *back = NULL;
+    CHECK_OK(monarch_proc_mesh_from_ref(rt, ref, ref_len, &back));
+    monarch_buffer_free(ref, ref_len);
+    monarch_actor_mesh *echo = NULL;
+    monarch_future *ready = NULL;
+    CHECK_OK(monarch_actor_mesh_spawn(back, "via_ref", "counter", NULL, 0, &echo, &ready));
+    expect_all_ok(finish(ready), 4, __LINE__);
+    EXPECT_INTS(call(echo, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
+    monarch_actor_mesh_free(echo);
+    monarch_future *stopped = NULL;
+    CHECK_OK(monarch_proc_mesh_stop(back, &stopped));
+    CHECK_OK(monarch_future_wait(stopped, 30000));
+    monarch_value_mesh *vm = NULL;
+    CHECK(monarch_future_take(stopped, &vm) == MONARCH_ERR_INVALID_ARGUMENT,
+          "stopping a proc mesh reference is refused");
+    monarch_future_free(stopped);
+    monarch_proc_mesh_free(back);
+    CHECK_OK(monarch_actor_mesh_to_ref(am, &ref, &ref_len));
+    CHECK(monarch_proc_mesh_from_ref(rt, ref, ref_len, &back) == MONARCH_ERR_INVALID_ARGUMENT,
+          "an actor mesh reference is not a proc mesh reference");
+    monarch_buffer_free(ref, ref_len);
+}
+
 /* A proc that exits while its call is in flight fails only its point. */
 void test_proc_exit_mid_call(monarch_runtime *rt, monarch_actor_mesh *am) {
     monarch_actor_mesh *row = NULL, *last = NULL;

@@ -75,6 +75,7 @@ static int controller_main(void) {
     test_this_proc(rt);
     test_input_limits(rt, pm, am);
     test_ref_round_trip(rt, am);
+    test_proc_mesh_ref(rt, pm, am);
     test_proc_exit_mid_call(rt, am);
 
     /* Stop the actors, then the procs. */

@@ -111,6 +111,27 @@ void test_calls() {
   auto ref = counter.to_ref();
   auto again = monarch::ActorMesh::from_ref(rt, ref);
   CHECK(again.call("get").get(30s).size() == 3);
+  // A proc mesh reference (of a slice): actors spawn on its procs; only
+  // the owner can stop them.
+  auto pref = procs.slice("procs", 1, monarch::kEnd).to_ref();
+  auto procs_again = monarch::ProcMesh::from_ref(rt, pref);
+  CHECK(procs_again.shape().sizes() == std::vector<std::uint64_t>{2});
+  auto echo2 = procs_again.spawn("e2", "Echo");
+  CHECK(echo2.call("rank").get(30s).values<std::uint64_t>() == (std::vector<std::uint64_t>{0, 1}));
+  bool refused = false;
+  try {
+    procs_again.stop().get(30s);
+  } catch (const monarch::Error&) {
+    refused = true;
+  }
+  CHECK(refused);
+  bool wrong_kind = false;
+  try {
+    monarch::ProcMesh::from_ref(rt, ref);
+  } catch (const monarch::Error&) {
+    wrong_kind = true;
+  }
+  CHECK(wrong_kind);
 }
 
 void test_slicing() {

@@ -34,18 +34,29 @@ import sys
 import types
 from typing import Any, Callable
 
+from . import config
 from ._lib import ActorError, MonarchError, SupervisionError
 from ._src.actor import endpoint as _endpoint
 from ._src.actor import shape as _shape
 from ._src.actor import supervision as _supervision
 from ._src.actor.actor_mesh import Actor, ActorMesh
-from ._src.actor.context import Context, context, current_rank, current_size
-from ._src.actor.endpoint import Accumulator, Endpoint, concurrent_endpoint, endpoint, send
+from ._src.actor.context import ActorAbort, Context, context, current_actor_name, current_rank, current_size
+from ._src.actor.controller import get_or_spawn_controller
+from ._src.actor.endpoint import Accumulator, Endpoint, as_endpoint, concurrent_endpoint, endpoint, send
 from ._src.actor.future import Future
-from ._src.actor.host_mesh import HostMesh, monarch_binary, this_host
+from ._src.actor.host_mesh import (
+    BootstrapCommand,
+    HostMesh,
+    attach_to_workers,
+    default_bootstrap_cmd,
+    monarch_binary,
+    run_worker_loop_forever,
+    shutdown_context,
+    this_host,
+)
 from ._src.actor.port import Channel, Port, PortReceiver
 from ._src.actor.proc_mesh import ProcMesh, this_proc
-from ._src.actor.shape import Point
+from ._src.actor.shape import Extent, Point
 from ._src.actor.supervision import MeshFailure
 from ._src.actor.value_mesh import ValueMesh
 
@@ -63,11 +74,14 @@ default_unhandled_fault_hook = _supervision.default_unhandled_fault_hook
 __all__ = [
     "Accumulator",
     "Actor",
+    "ActorAbort",
     "ActorError",
     "ActorMesh",
+    "BootstrapCommand",
     "Channel",
     "Context",
     "Endpoint",
+    "Extent",
     "Future",
     "HostMesh",
     "MeshFailure",
@@ -78,13 +92,21 @@ __all__ = [
     "ProcMesh",
     "SupervisionError",
     "ValueMesh",
+    "as_endpoint",
+    "attach_to_workers",
     "concurrent_endpoint",
+    "config",
     "context",
+    "current_actor_name",
     "current_rank",
     "current_size",
+    "default_bootstrap_cmd",
     "endpoint",
+    "get_or_spawn_controller",
     "monarch_binary",
+    "run_worker_loop_forever",
     "send",
+    "shutdown_context",
     "this_host",
     "this_proc",
     "unhandled_fault_hook",  # noqa: F822 - a property of this module's type (below)

@@ -30,6 +30,24 @@ raises.
 """
 
 
-from ._src.rdma.rdma import RDMABuffer, get_rdma_backend, ibverbs_status, is_rdma_available
+from ._src.rdma.rdma import (
+    RDMAAction,
+    RDMABuffer,
+    RDMAReadTransferWarning,
+    RDMAWriteTransferWarning,
+    get_rdma_backend,
+    ibverbs_status,
+    is_ibverbs_available,
+    is_rdma_available,
+)
 
-__all__ = ["RDMABuffer", "get_rdma_backend", "ibverbs_status", "is_rdma_available"]
+__all__ = [
+    "RDMAAction",
+    "RDMABuffer",
+    "RDMAReadTransferWarning",
+    "RDMAWriteTransferWarning",
+    "get_rdma_backend",
+    "ibverbs_status",
+    "is_ibverbs_available",
+    "is_rdma_available",
+]

@@ -105,7 +105,7 @@ def test_logs_come_back_with_rank_prefix_and_aggregate(agents, capfd):
         while "same line everywhere" not in out and time.time() < deadline:
             time.sleep(0.05)
             out += capfd.readouterr().out
-        assert "[4 similar lines] same line everywhere" in out, out
+        assert "[4 similar lines, ranks 0-3] same line everywhere" in out, out
     finally:
         pm.logging_option(stream_to_client=True, aggregate_window_sec=None)
         pm.stop().get(timeout=60)

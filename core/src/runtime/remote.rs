@@ -139,7 +139,8 @@ impl RemoteProcs {
                     .get(2)
                     .is_some_and(|s| s.as_slice() == LOG_STDERR.as_bytes());
                 let line = parts.get(3).map(|l| l.as_slice()).unwrap_or_default();
-                crate::logs::emit(rank, stderr, line);
+                let name = text(0);
+                crate::logs::emit(&name, rank, stderr, line);
                 None
             }
             other => {

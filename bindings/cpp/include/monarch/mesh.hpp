@@ -70,7 +70,7 @@ H* split_into(const Dims& dims, F&& f) {
 }  // namespace detail
 
 // Only named here: monarch/runtime.hpp (which includes this header) defines
-// Runtime and ActorMesh::from_ref(const Runtime&, BytesView).
+// Runtime, ActorMesh::from_ref and ProcMesh::from_ref(const Runtime&, BytesView).
 class Runtime;
 
 /// An n-d array of actors (or a slice of one).
@@ -300,6 +300,22 @@ class ProcMesh {
     monarch_future* f = nullptr;
     detail::check(monarch_proc_mesh_stop(h_.get(), &f));
     return Future(f);
+  }
+  /// A serialized reference, to send to other procs, which can spawn
+  /// actors on these procs (see from_ref); they cannot stop them.
+  Bytes to_ref() const {
+    auto* h = h_.get();
+    return detail::owned_bytes(
+        [h](std::uint8_t** b, std::size_t* n) { return monarch_proc_mesh_to_ref(h, b, n); });
+  }
+  /// Rebuild from to_ref() bytes (made in any proc of the job) with `rt`.
+  static ProcMesh from_ref(const Runtime& rt, BytesView ref);
+  /// Rebuild from to_ref() bytes with the process's runtime (e.g. in an
+  /// actor that received a proc mesh reference in a message).
+  static ProcMesh from_ref(BytesView ref) {
+    monarch_proc_mesh* pm = nullptr;
+    detail::check(monarch_proc_mesh_from_ref(current_runtime(), ref.data, ref.size, &pm));
+    return ProcMesh(pm);
   }
 
   monarch_proc_mesh* handle() const { return h_.get(); }

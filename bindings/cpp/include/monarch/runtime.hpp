@@ -164,6 +164,12 @@ inline ActorMesh ActorMesh::from_ref(const Runtime& rt, BytesView ref) {
   return ActorMesh(am);
 }
 
+inline ProcMesh ProcMesh::from_ref(const Runtime& rt, BytesView ref) {
+  monarch_proc_mesh* pm = nullptr;
+  detail::check(monarch_proc_mesh_from_ref(rt.handle(), ref.data, ref.size, &pm));
+  return ProcMesh(pm);
+}
+
 }  // namespace monarch
 
 #endif  // MONARCH_RUNTIME_HPP

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, take_buffer
-from .endpoint import ANY_ENDPOINT, CALL_ALL, CALL_BROADCAST, CALL_CHOOSE, CALL_ONE, EndpointRef
+from .endpoint import ANY_ENDPOINT, CALL_ALL, CALL_BROADCAST, CALL_CHOOSE, CALL_ONE, EndpointRef, NotAnEndpoint
 from .future import Future
 from .pickle import dumps_call, to_c_parts
 from .scratch import thread_scratch
@@ -31,7 +31,23 @@ class Actor:
     called with a ``MeshFailure`` when a mesh this actor spawned fails;
     return True if handled, False to escalate to this actor's owner (raising
     escalates too, with the exception as cause). ``__cleanup__(self, exc)``
-    runs when the actor is stopped (``exc`` is None) or its proc stops."""
+    runs when the actor is stopped (``exc`` is None) or its proc stops.
+
+    ``self.logger`` is a ``logging`` logger (``monarch.actor.<Class>``)
+    whose records carry the actor (``record.actor``: its id) and its rank
+    (``record.rank``: its point in the mesh it was spawned into); the
+    message is prefixed with both."""
+
+    @property
+    def logger(self) -> Any:
+        adapter = self.__dict__.get("_monarch_logger")
+        if adapter is None:
+            # ``logging`` costs milliseconds to import: loaded by the actors
+            # that log, not by every worker.
+            from .logger import actor_logger
+
+            adapter = self.__dict__["_monarch_logger"] = actor_logger(type(self))
+        return adapter
 
 
 A = TypeVar("A", bound=Actor)
@@ -48,10 +64,12 @@ class StopState:
         self.what = what
 
 
-def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name, raw=frozenset()):
+def _rebuild_actor_mesh(ref: bytes, endpoints, class_name, name, raw=frozenset(), plain=frozenset()):
     out = _new("monarch_actor_mesh **")
     check(lib.monarch_actor_mesh_from_ref(runtime(), ref, len(ref), out), "cannot rebuild actor mesh")
-    return ActorMesh._wrap(_gc(out[0], _am_free), class_name, endpoints, name, (StopState("actor mesh"),), raw)
+    return ActorMesh._wrap(
+        _gc(out[0], _am_free), class_name, endpoints, name, (StopState("actor mesh"),), raw, plain
+    )
 
 
 def raw_parts(args: tuple, what: str) -> tuple:
@@ -85,9 +103,10 @@ class ActorMesh(MeshTrait, Generic[A]):
         raise TypeError("actor meshes are created with ProcMesh.spawn()")
 
     @classmethod
-    def _wrap(cls, handle, class_name, endpoints, name, states, raw=frozenset()):
+    def _wrap(cls, handle, class_name, endpoints, name, states, raw=frozenset(), plain=frozenset()):
         self = object.__new__(cls)
         d = self.__dict__
+        d["_plain"] = plain  # methods that are not endpoints (see as_endpoint)
         d["_h"] = handle
         d["_class_name"] = class_name
         d["_endpoints"] = endpoints
@@ -103,6 +122,8 @@ class ActorMesh(MeshTrait, Generic[A]):
         return self
 
     def __getattr__(self, attr: str) -> EndpointRef[Any]:
+        if attr in self.__dict__.get("_plain", ()):
+            return NotAnEndpoint(self, attr)
         if attr.startswith("__") or attr not in self.__dict__.get("_endpoints", ()):
             raise AttributeError(f"actor mesh {self._name!r} of {self._class_name} has no endpoint {attr!r}")
         ref = EndpointRef(self, attr, attr in self._raw)
@@ -192,6 +213,7 @@ class ActorMesh(MeshTrait, Generic[A]):
             self._name,
             (StopState(f"actor mesh {what}"),) + self._states,
             self._raw,
+            self._plain,
         )
 
     def stop(self) -> Future[Any]:
@@ -219,7 +241,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         n = _new("size_t *")
         check(lib.monarch_actor_mesh_to_ref(self._h, out, n))
         ref = take_buffer(out[0], n[0])
-        return (_rebuild_actor_mesh, (ref, self._endpoints, self._class_name, self._name, self._raw))
+        return (_rebuild_actor_mesh, (ref, self._endpoints, self._class_name, self._name, self._raw, self._plain))
 
     def __repr__(self) -> str:
         return f"<ActorMesh {self._name!r} of {self._class_name} {self._shape()}>"
@@ -234,4 +256,4 @@ _MESH_RESERVED = frozenset(
     n
     for n in dir(ActorMesh)
     if (n.startswith("_") and not n.startswith("__")) or isinstance(getattr(ActorMesh, n), property)
-) | frozenset(("_h", "_class_name", "_endpoints", "_raw", "_name", "_states", "_shape_cache"))
+) | frozenset(("_h", "_class_name", "_endpoints", "_raw", "_plain", "_name", "_states", "_shape_cache"))

@@ -30,3 +30,4 @@ def main() -> int:
         sys.stderr.flush()
         shutdown_runtime()
     return 0
+

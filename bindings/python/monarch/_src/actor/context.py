@@ -48,6 +48,12 @@ def current_frame() -> Frame:
 task_context: contextvars.ContextVar = contextvars.ContextVar("monarch_task_context")
 
 
+class ActorAbort(BaseException):
+    """Raised by ``context().actor_instance.abort(reason)``: not an
+    ``Exception``, so ordinary ``except Exception`` handlers let it through
+    and the actor fails (its owner is told, with ``reason``)."""
+
+
 class ActorInstance:
     """The actor the running code belongs to (``context().actor_instance``)."""
 
@@ -66,6 +72,28 @@ class ActorInstance:
     @property
     def actor_id(self) -> str:
         return self._hosted.key.decode() if self._hosted is not None else "controller"
+
+    @property
+    def name(self) -> str:
+        """The name of the actor's mesh (``"client"`` in the controller)."""
+        if self._hosted is None:
+            return "client"
+        return self.actor_id.rsplit(".", 1)[0]
+
+    def abort(self, reason: str | None = None) -> None:
+        """Stop the running actor as failed, with ``reason``: raises
+        ``ActorAbort`` (a ``BaseException``), which the actor's endpoint
+        lets propagate; the failure goes to the actor's owner as a
+        supervision event. In the controller, the process exits with status
+        1 after printing ``reason``."""
+        why = reason or "actor aborted"
+        if self._hosted is None:
+            import sys
+
+            sys.stderr.write(f"monarch: abort: {why}\n")
+            sys.stderr.flush()
+            raise SystemExit(1)
+        raise ActorAbort(why)
 
 
 class Context:
@@ -109,6 +137,12 @@ def current_rank() -> Point:
 def current_size() -> dict[str, int]:
     """Sizes of the mesh the current message was sent to."""
     return current_rank().extent
+
+
+def current_actor_name() -> str:
+    """The running actor's id (``"<mesh name>.<id>"``; ``"controller"`` in
+    the controller's own code)."""
+    return context().actor_instance.actor_id
 
 
 def context() -> Context:

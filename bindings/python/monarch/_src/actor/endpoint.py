@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, ParamSpec, TypeVar
 
 from ..._lib import error_for, ffi, lib
 from .future import Future
@@ -22,6 +22,8 @@ from .value_mesh import RAW_CONVERT, ValueMesh, convert_one
 
 T = TypeVar("T")
 A = TypeVar("A")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 CALL_ALL = lib.MONARCH_CALL_ALL
 CALL_ONE = lib.MONARCH_CALL_ONE
@@ -31,9 +33,10 @@ CALL_BROADCAST = lib.MONARCH_CALL_BROADCAST
 _new = ffi.new
 
 
-class Endpoint:
+class Endpoint(Generic[P, R]):
     """An actor method that may be called through a mesh. Inside the actor
-    it behaves like the plain method."""
+    it behaves like the plain method. ``Endpoint[[int], str]`` names the
+    type of an endpoint taking an int and returning a str, as upstream."""
 
     def __init__(self, fn: Callable[..., Any], **options: Any) -> None:
         self._fn = fn
@@ -115,6 +118,19 @@ def check_endpoint_kinds(cls: type) -> None:
 
 def is_endpoint(attr: Any) -> bool:
     return isinstance(attr, Endpoint)
+
+
+def plain_method_names(cls: type) -> frozenset:
+    """Public methods of ``cls`` that are not endpoints: ``mesh.name`` gives
+    a ``NotAnEndpoint`` for them, which ``as_endpoint`` makes callable."""
+    names = set()
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        attr = inspect.getattr_static(cls, name, None)
+        if inspect.isfunction(attr) and not isinstance(attr, Endpoint):
+            names.add(name)
+    return frozenset(names)
 
 
 def is_raw(attr: Any) -> bool:
@@ -208,6 +224,45 @@ class EndpointRef(Generic[T]):
         return f"<endpoint {self._name!r} of {self._mesh!r}>"
 
 
+class NotAnEndpoint:
+    """``mesh.method`` for a method that is not an endpoint: it cannot be
+    called through the mesh until ``as_endpoint(mesh.method)`` makes it one."""
+
+    __slots__ = ("_mesh", "_name")
+
+    def __init__(self, mesh: Any, name: str) -> None:
+        self._mesh = mesh
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in ("call", "call_one", "choose", "broadcast", "stream"):
+            raise AttributeError(
+                f"{self._name!r} is not an endpoint of {self._mesh._class_name}: mark it with @endpoint, "
+                f"or call it through as_endpoint(mesh.{self._name})"
+            )
+        raise AttributeError(attr)
+
+    def __repr__(self) -> str:
+        return f"<method {self._name!r} (not an endpoint) of {self._mesh!r}>"
+
+
+def as_endpoint(
+    not_an_endpoint: Any, *, propagate: Any = None, explicit_response_port: bool = False
+) -> EndpointRef[Any]:
+    """Call a method that is not marked ``@endpoint`` through the mesh, as
+    upstream: ``as_endpoint(mesh.method).call(...)``. The method runs in the
+    actor as a synchronous endpoint would. ``propagate`` is accepted as
+    upstream does and has no effect; ``explicit_response_port=True`` is not
+    supported for such methods (ValueError)."""
+    if isinstance(not_an_endpoint, EndpointRef):
+        return not_an_endpoint
+    if not isinstance(not_an_endpoint, NotAnEndpoint):
+        raise TypeError(f"as_endpoint() takes a method of an actor mesh (mesh.method), not {not_an_endpoint!r}")
+    if explicit_response_port:
+        raise ValueError("as_endpoint(explicit_response_port=True) is not supported")
+    return EndpointRef(not_an_endpoint._mesh, not_an_endpoint._name)
+
+
 def _stream_futures(rx, n, convert, ctx):
     for _ in range(n):
         f = rx.recv()
@@ -254,14 +309,14 @@ def send(
         raise error_for(st, f"cannot send to {mesh._class_name}.{endpoint._name}")
 
 
-class Accumulator(Generic[T, A]):
+class Accumulator(Generic[P, R, A]):
     """``Accumulator(mesh.method, identity, combine).accumulate(*args)``:
     call every actor and fold the replies, ``combine(acc, value)`` from
     ``identity``, left to right in rank order (``identity`` for an empty
     mesh). The fold runs in the caller when the replies are in (a Python
     ``combine`` is not run inside the multicast tree)."""
 
-    def __init__(self, endpoint: EndpointRef[T], identity: A, combine: Callable[[A, T], A]) -> None:
+    def __init__(self, endpoint: EndpointRef[R], identity: A, combine: Callable[[A, R], A]) -> None:
         if not isinstance(endpoint, EndpointRef):
             raise TypeError(f"Accumulator needs an endpoint of an actor mesh (mesh.method), not {endpoint!r}")
         self._endpoint = endpoint

@@ -107,8 +107,9 @@ class PortReceiver(Generic[T]):
         return f"<PortReceiver {self._what}>"
 
 
-class Channel:
-    """``Channel.open()`` -> ``(Port, PortReceiver)``."""
+class Channel(Generic[T]):
+    """``Channel.open()`` -> ``(Port, PortReceiver)``; ``Channel[int].open()``
+    names the type of the values, as upstream."""
 
     @staticmethod
     def open(once: bool = False) -> tuple[Port[Any], PortReceiver[Any]]:

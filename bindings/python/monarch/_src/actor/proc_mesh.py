@@ -10,9 +10,9 @@ import sys
 import threading
 from typing import Any
 
-from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, runtime_is_live
+from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, runtime_is_live, take_buffer
 from .actor_mesh import A, Actor, ActorMesh, StopState, raw_parts
-from .endpoint import ANY_ENDPOINT, check_endpoint_kinds, endpoint_names
+from .endpoint import ANY_ENDPOINT, check_endpoint_kinds, endpoint, endpoint_names, plain_method_names
 from .future import Future, convert_none
 from .pickle import dumps, to_c_parts
 from .server import Server
@@ -61,6 +61,25 @@ def _stop_this_proc_actors() -> None:
             sys.stderr.write(f"monarch: stopping actor mesh {mesh._name!r} at exit: {e}\n")
 
 
+def this_proc_is_served() -> bool:
+    """Whether this process already serves actors of its own (a worker
+    proc, or a controller that spawned on ``this_proc()``)."""
+    with _this_proc_lock:
+        if _this_proc_server is not None:
+            return True
+    b = _new("bool *")
+    check(lib.monarch_runtime_is_worker(runtime(), b))
+    return bool(b[0])
+
+
+def on_this_proc_server_thread() -> bool:
+    """Whether the calling thread is the one serving ``this_proc()``'s
+    actors (which cannot wait for a constructor it must run itself)."""
+    with _this_proc_lock:
+        served = _this_proc_server
+    return served is not None and served[1] is threading.current_thread()
+
+
 def _ensure_this_proc_server():
     """Start the daemon thread that serves actors spawned on this_proc()."""
     global _this_proc_server
@@ -92,13 +111,25 @@ class ProcMesh(MeshTrait):
         raise TypeError("proc meshes are created with HostMesh.spawn_procs() or this_proc()")
 
     @classmethod
-    def _wrap(cls, handle, states, is_this_proc=False):
+    def _wrap(cls, handle, states, is_this_proc=False, is_ref=False):
         self = object.__new__(cls)
         self._h = handle
         self._states = states
         self._is_this_proc = is_this_proc
+        self._is_ref = is_ref  # received in a message: the procs are not ours to stop
         self._shape_cache = None
         return self
+
+    def __reduce__(self):
+        """A reference to these procs (this view of them): the receiver can
+        spawn actors on them, not stop them."""
+        if self._is_this_proc:
+            # Actors spawned on this proc from elsewhere are served by it.
+            _ensure_this_proc_server()
+        out = _new("uint8_t **")
+        n = _new("size_t *")
+        check(lib.monarch_proc_mesh_to_ref(self._h, out, n))
+        return (_rebuild_proc_mesh, (take_buffer(out[0], n[0]),))
 
     def _shape(self) -> Shape:
         if self._shape_cache is None:
@@ -149,6 +180,7 @@ class ProcMesh(MeshTrait):
             name,
             (StopState("actor mesh"),) + self._states,
             endpoint_names(cls, raw_only=True),
+            plain_method_names(cls) - endpoint_names(cls),
         )
         if self._is_this_proc:
             _keep_for_exit(mesh)
@@ -212,13 +244,19 @@ class ProcMesh(MeshTrait):
         return mesh
 
     def _derive(self, handle, what) -> ProcMesh:
-        return ProcMesh._wrap(handle, (StopState(f"proc mesh {what}"),) + self._states, self._is_this_proc)
+        return ProcMesh._wrap(
+            handle, (StopState(f"proc mesh {what}"),) + self._states, self._is_this_proc, self._is_ref
+        )
 
     def stop(self) -> Future[None]:
         """Stop the procs (asked first, killed after a grace period). The
         future completes when all have exited."""
         if self._is_this_proc:
             raise ValueError("this_proc() cannot be stopped; it is the controller's own proc")
+        if self._is_ref:
+            raise ValueError(
+                "this proc mesh was received in a message: only the process that spawned it can stop it"
+            )
         if self._states[0].stopped:
             return Future._ready(None)
         out = _new("monarch_future **")
@@ -226,19 +264,54 @@ class ProcMesh(MeshTrait):
         self._states[0].stopped = True
         return Future(_gc(out[0], _future_free), convert_none)
 
-    def logging_option(self, stream_to_client: bool = True, aggregate_window_sec: float | None = None) -> None:
-        """How output of procs on other hosts reaches this process: each
+    def logging_option(
+        self,
+        stream_to_client: bool = True,
+        aggregate_window_sec: float | None = None,
+        level: int | None = None,
+    ) -> Future[None]:
+        """How procs' output reaches this process, as upstream: each
         stdout/stderr line is printed here with a ``[rank N]`` prefix when
-        ``stream_to_client`` (the default); with ``aggregate_window_sec``,
-        identical lines arriving within that window are printed once as
-        ``[K similar lines] text``. Applies to the whole controller
-        process. (Local procs write to the controller's stdout/stderr
-        directly.)"""
+        ``stream_to_client`` (the default). With ``aggregate_window_sec``,
+        lines arriving within that window that differ only in numbers or
+        ids are printed once, as the first of them with their count and
+        ranks: ``[8 similar lines, ranks 0-7] step 12 loss 0.53``. Stream and
+        window apply to the whole controller process. ``level`` (a
+        ``logging`` level) is set on the root logger of every proc of this
+        mesh. Applied when this returns; the Future (complete) may be
+        awaited, as upstream code does."""
+        if aggregate_window_sec is not None and (
+            isinstance(aggregate_window_sec, bool) or not aggregate_window_sec >= 0
+        ):
+            raise ValueError(f"aggregate_window_sec must be >= 0 seconds, not {aggregate_window_sec!r}")
         ms = 0 if not aggregate_window_sec else max(1, int(aggregate_window_sec * 1000))
         check(lib.monarch_runtime_logging_option(runtime(), bool(stream_to_client), ms))
+        if level is not None:
+            if isinstance(level, bool) or not isinstance(level, int):
+                raise TypeError(f"level must be a logging level (an int), not {level!r}")
+            setter = self.spawn("logging_level", _LogLevel)
+            setter.set_level.call(level).get()
+            setter.stop().get()
+        return Future._ready(None)
 
     def __repr__(self) -> str:
         return f"<ProcMesh {self._shape()}>"
+
+
+def _rebuild_proc_mesh(ref: bytes) -> ProcMesh:
+    out = _new("monarch_proc_mesh **")
+    check(lib.monarch_proc_mesh_from_ref(runtime(), ref, len(ref), out), "cannot rebuild proc mesh")
+    return ProcMesh._wrap(_gc(out[0], _pm_free), (StopState("proc mesh"),), is_ref=True)
+
+
+class _LogLevel(Actor):
+    """Sets the root logger's level in a proc (``logging_option(level=...)``)."""
+
+    @endpoint
+    def set_level(self, level: int) -> None:
+        import logging
+
+        logging.getLogger().setLevel(level)
 
 
 _this_proc = None

@@ -497,11 +497,13 @@ class Server:
         name = method.decode()
         cls = type(hosted.instance)
         attr = getattr(cls, name, None)
-        if attr is None or not is_endpoint(attr):
+        if attr is None or not (is_endpoint(attr) or (inspect.isfunction(attr) and not name.startswith("_"))):
+            # A public plain method is called through as_endpoint(mesh.method).
             raise AttributeError(f"actor {cls.__qualname__} has no endpoint {name!r}")
+        options = attr.options if is_endpoint(attr) else {}
         raw = is_raw(attr)
-        explicit = not raw and bool(attr.options.get("explicit_response_port"))
-        concurrent = not raw and bool(attr.options.get("concurrent")) and is_async(attr._fn)
+        explicit = not raw and bool(options.get("explicit_response_port"))
+        concurrent = not raw and bool(options.get("concurrent")) and is_async(inspect.unwrap(attr))
         entry = (getattr(hosted.instance, name), raw, explicit, concurrent)
         hosted.endpoints[method] = entry
         return entry

@@ -76,6 +76,51 @@ def owned_shape(fn: Callable[..., int], handle: Any) -> Shape:
     return shape_from_bytes(take_buffer(out[0], n[0]))
 
 
+class Extent(Mapping[str, int]):
+    """Labelled sizes of a mesh, as upstream's ``Extent(labels, sizes)``: a
+    read-only mapping of dimension -> size, with ``labels``, ``sizes`` and
+    ``nelements`` (the number of points). Compares equal to a dict of the
+    same sizes."""
+
+    __slots__ = ("labels", "sizes")
+
+    def __init__(self, labels: Iterable[str], sizes: Iterable[int]) -> None:
+        self.labels = list(labels)
+        self.sizes = list(sizes)
+        if len(self.labels) != len(self.sizes):
+            raise ValueError(f"Extent needs one size per label, got {self.labels} and {self.sizes}")
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"Extent labels must be distinct, got {self.labels}")
+        for label, size in zip(self.labels, self.sizes):
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise ValueError(f"size of dimension {label!r} must be a non-negative int, not {size!r}")
+
+    @property
+    def nelements(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+    def __getitem__(self, label: str) -> int:
+        try:
+            return self.sizes[self.labels.index(label)]
+        except ValueError:
+            raise KeyError(label) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __repr__(self) -> str:
+        return "Extent({" + ", ".join(f"'{k}': {v}" for k, v in zip(self.labels, self.sizes)) + "})"
+
+    def __reduce__(self):
+        return (Extent, (self.labels, self.sizes))
+
+
 class Point(Mapping[str, int]):
     """A coordinate in a mesh: a mapping of dimension -> index, plus the
     linear ``rank`` (row-major) and the mesh ``extent``."""
@@ -350,9 +395,10 @@ class MeshTrait:
         return self._shape().extent()
 
     @property
-    def extent(self) -> dict[str, int]:
-        """Same as ``sizes``."""
-        return self._shape().extent()
+    def extent(self) -> Extent:
+        """The mesh's ``Extent`` (a mapping of dimension -> size)."""
+        s = self._shape()
+        return Extent(s.labels, s.sizes)
 
     def __len__(self) -> int:
         return self._shape().size

@@ -13,14 +13,15 @@ endpoint_ref)`` for an endpoint call, else ``(shape getter, description)``.
 
 from __future__ import annotations
 
+import itertools
 import pickle
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Generic, TypeVar
 
 from ..._lib import ActorError, SupervisionError, check, ffi, lib
 from .pickle import HandleOwner, loads_parts
 from .scratch import thread_scratch
-from .shape import DimensionError, Point, Shape
+from .shape import DimensionError, Extent, MeshIndexError, Point, Shape
 
 T = TypeVar("T")
 
@@ -92,8 +93,8 @@ class ValueMesh(Generic[T]):
         return self._values[rank]
 
     @property
-    def extent(self) -> dict[str, int]:
-        return self._shape.extent()
+    def extent(self) -> Extent:
+        return Extent(self._shape.labels, self._shape.sizes)
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -107,6 +108,90 @@ class ValueMesh(Generic[T]):
             return self._shape.extent()[dim]
         except KeyError:
             raise DimensionError(f"no dimension {dim!r} in ValueMesh of shape {self._shape}") from None
+
+    # Views, as on a mesh: each gives a new ValueMesh over (a part of) the
+    # same values, numbered row-major in its own shape.
+
+    def slice(self, **dims: int | slice) -> ValueMesh[T]:
+        """The values at ``dims``: ``dim=i`` fixes dimension ``dim`` at
+        index ``i`` and removes it; ``dim=slice(start, stop, step)`` keeps it,
+        narrowed (step > 0), as ``ActorMesh.slice``."""
+        if not dims:
+            raise ValueError("slice() needs at least one dimension")
+        shape = self._shape
+        extent = shape.extent()
+        picks = []
+        for label, size in extent.items():
+            sel = dims.get(label)
+            if sel is None:
+                picks.append((label, range(size), True))
+            elif isinstance(sel, bool) or not isinstance(sel, (int, slice)):
+                raise TypeError(f"slice({label}=...) takes an int or a slice, not {type(sel).__name__}")
+            elif isinstance(sel, int):
+                if not 0 <= sel < size:
+                    raise MeshIndexError(
+                        f"index {sel} out of range for dimension {label!r} of size {size} (valid: 0..{size})"
+                    )
+                picks.append((label, range(sel, sel + 1), False))
+            else:
+                if sel.step is not None and sel.step <= 0:
+                    raise ValueError(f"slice({label}=...) needs a positive step, not {sel.step}")
+                picks.append((label, range(*sel.indices(size)), True))
+        unknown = [k for k in dims if k not in extent]
+        if unknown:
+            raise DimensionError(f"no dimension {unknown[0]!r} in ValueMesh of shape {shape}")
+        values = self._values
+        strides = shape.strides
+        ranks = (sum(i * st for i, st in zip(idx, strides)) for idx in itertools.product(*(r for _, r, _ in picks)))
+        kept = [(label, len(r)) for label, r, keep in picks if keep]
+        return ValueMesh(Shape([k for k, _ in kept], [n for _, n in kept]), [values[r] for r in ranks])
+
+    def flatten(self, name: str) -> ValueMesh[T]:
+        """The values as one dimension ``name`` (rank r stays rank r)."""
+        if not isinstance(name, str):
+            raise TypeError(f"flatten() takes a dimension name, not {type(name).__name__}")
+        return ValueMesh(Shape([name], [len(self._values)]), self._values)
+
+    def rename(self, **renames: str) -> ValueMesh[T]:
+        """Dimensions renamed, all at once (``rename(gpus="tp")``)."""
+        labels = self._shape.labels
+        for k in renames:
+            if k not in labels:
+                raise DimensionError(f"no dimension {k!r} in ValueMesh of shape {self._shape}")
+        return ValueMesh(Shape([renames.get(k, k) for k in labels], self._shape.sizes), self._values)
+
+    def split(self, **kwargs: Sequence[str] | int) -> ValueMesh[T]:
+        """Dimensions split in place, as ``ActorMesh.split``:
+        ``split(gpus=("dp", "tp"), tp=2)`` (one size per split may be left
+        out; it is inferred)."""
+        extent = self._shape.extent()
+        sizes = {k: v for k, v in kwargs.items() if k not in extent}
+        labels, out_sizes = [], []
+        for label, size in extent.items():
+            names = kwargs.get(label)
+            if names is None:
+                labels.append(label)
+                out_sizes.append(size)
+                continue
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"split({label}=...) takes a sequence of new dimension names, not {names!r}")
+            known = [sizes.pop(n, None) for n in names]
+            missing = [i for i, v in enumerate(known) if v is None]
+            prod = 1
+            for v in known:
+                prod *= v or 1
+            if len(missing) > 1 or (not missing and prod != size) or (missing and size % prod):
+                raise ValueError(f"cannot split dimension {label!r} of size {size} into {dict(zip(names, known))}")
+            if missing:
+                known[missing[0]] = size // prod
+            labels.extend(names)
+            out_sizes.extend(known)
+        if sizes:
+            raise ValueError(f"unused size constraints: {tuple(sizes)} are not names of a split dimension")
+        return ValueMesh(Shape(labels, out_sizes), self._values)
+
+    def __reduce__(self):
+        return (ValueMesh, (self._shape.extent(), self._values))
 
     def __repr__(self) -> str:
         lines = [f"ValueMesh({self._shape}):"]

@@ -180,17 +180,76 @@ class RDMABuffer:
         Returns a Future like ``read_into``."""
         return self._transfer(src, offset, timeout, True)
 
-    def drop(self) -> None:
+    def drop(self) -> Future[None]:
         """Release the buffer: in its owner, unregister it (waiting for
         transfers in progress); elsewhere, ask the owner to release it.
-        Any later use of this object raises."""
+        Any later use of this object raises. Done when this returns; the
+        Future it returns (already complete) lets upstream code ``await``
+        it or call ``.get()``."""
         self._check()
         self._dropped = True
         check(lib.monarch_rdma_buffer_drop(self._h), "RDMABuffer.drop")
+        return Future._ready(None)
 
     def __repr__(self) -> str:
         state = "dropped" if self._dropped else ("owner" if self._owner else "handle")
         return f"<RDMABuffer {self._size} bytes ({state})>"
+
+
+class RDMAReadTransferWarning(Warning):
+    """Upstream's warning about a read transfer; never issued here (the
+    data plane has no slow path it would warn about)."""
+
+
+class RDMAWriteTransferWarning(Warning):
+    """Upstream's warning about a write transfer; never issued here."""
+
+
+class RDMAAction:
+    """A batch of transfers submitted together, as upstream's
+    ``RDMAAction``: queue reads and writes, then ``submit()`` starts them
+    all at once (they run concurrently) and gives a Future of their end
+    (the first failure raises)."""
+
+    def __init__(self) -> None:
+        self._ops: list = []  # (buffer, local memory, write)
+
+    def read_into(self, src: RDMABuffer, dst: Any) -> RDMAAction:
+        """Queue a read of all of RDMA buffer ``src`` into local ``dst``."""
+        self._ops.append((src, dst, False))
+        return self
+
+    def write_from(self, dst: RDMABuffer, src: Any) -> RDMAAction:
+        """Queue a write of all of local ``src`` into RDMA buffer ``dst``."""
+        self._ops.append((dst, src, True))
+        return self
+
+    def read_remote(self, dst: Any, src: RDMABuffer) -> RDMAAction:
+        """Queue a read of RDMA buffer ``src`` into local ``dst``."""
+        return self.read_into(src, dst)
+
+    def write_remote(self, dst: RDMABuffer, src: Any) -> RDMAAction:
+        """Queue a write of local ``src`` into RDMA buffer ``dst``."""
+        return self.write_from(dst, src)
+
+    def submit(self, timeout: float | None = _DEFAULT_TIMEOUT) -> Future[None]:
+        """Start every queued transfer, wait for all of them, and give a
+        completed Future (the first failure is raised, after every transfer
+        has ended)."""
+        for buf, _, _ in self._ops:
+            if not isinstance(buf, RDMABuffer):
+                raise TypeError(f"RDMAAction needs RDMABuffer objects, not {type(buf).__name__}")
+        started = [buf._transfer(local, 0, timeout, write) for buf, local, write in self._ops]
+        self._ops = []
+        first = None
+        for f in started:
+            try:
+                f.get()
+            except Exception as e:  # noqa: BLE001 - the first is raised once all ended
+                first = first or e
+        if first is not None:
+            raise first
+        return Future._ready(None)
 
 
 def _rebuild(desc: bytes) -> RDMABuffer:
@@ -214,6 +273,12 @@ def is_rdma_available() -> bool:
     reason = ffi.new("char **")
     check(lib.monarch_rdma_ibverbs_status(avail, reason))
     return bool(avail[0])
+
+
+def is_ibverbs_available() -> bool:
+    """Whether the ibverbs (RDMA hardware) backend can be used here: the
+    same as ``is_rdma_available()``."""
+    return is_rdma_available()
 
 
 def ibverbs_status() -> tuple[bool, str]:

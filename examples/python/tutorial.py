@@ -1,0 +1,303 @@
+"""A tour of the Python API, one short scene per idea, in the order a new
+user meets them (the same ideas as upstream Monarch's getting-started
+guide, with programs of our own):
+
+1. counters on a mesh of procs, and slices of it;
+2. a trainer that calls a data loader living on the same procs;
+3. errors from endpoints, caught with try/except;
+4. an actor that owns a mesh and supervises it (``__supervise__``);
+5. the unhandled-fault hook, for failures nobody handled;
+6. ports: a channel, and ``send`` with replies to a port;
+7. an inference engine that answers through its response port, from a
+   thread of its own;
+8. an RDMA buffer handed from one actor to another.
+
+Run: .venv/bin/python examples/python/tutorial.py
+"""
+
+import os
+import queue
+import threading
+import time
+
+import numpy
+
+import monarch.actor
+from monarch.actor import (
+    Actor,
+    ActorError,
+    Channel,
+    MeshFailure,
+    Port,
+    context,
+    current_rank,
+    endpoint,
+    send,
+    this_host,
+)
+from monarch.rdma import RDMABuffer
+
+# ---------------------------------------------------------------------------
+# 1. Counters and slices
+
+
+class Counter(Actor):
+    def __init__(self, start: int):
+        self.value = start
+
+    @endpoint
+    def incr(self, by: int = 1) -> int:
+        self.value += by
+        return self.value
+
+    @endpoint
+    def value_of(self) -> int:
+        return self.value
+
+
+def counters_and_slices(procs):
+    counters = procs.spawn("counters", Counter, 100)
+    print("every counter +1:", list(counters.incr.call().get().values()))
+    # An int fixes a dimension; a slice keeps it, narrowed.
+    first_host = counters.slice(hosts=0)
+    first_host.incr.call(10).get()
+    odd_gpus = counters.slice(gpus=slice(1, None, 2))
+    print("odd gpus:", odd_gpus.extent, list(odd_gpus.incr.call(1000).get().values()))
+    one = counters.slice(hosts=1, gpus=0)
+    print("one counter:", one.value_of.call_one().get())
+    values = counters.value_of.call().get()
+    for point, v in values.items():
+        print(f"  hosts={point['hosts']} gpus={point['gpus']}: {v}")
+    # A ValueMesh slices like the mesh it came from.
+    print("row hosts=1 of the replies:", list(values.slice(hosts=1).values()))
+
+
+# ---------------------------------------------------------------------------
+# 2. A trainer calling a data loader on the same procs
+
+
+class DataLoader(Actor):
+    def __init__(self):
+        self.step = 0
+
+    @endpoint
+    def next_batch(self) -> list:
+        self.step += 1
+        rank = current_rank().rank
+        return [rank * 100 + self.step + i for i in range(4)]
+
+
+class Trainer(Actor):
+    def __init__(self, loaders):
+        # The loader next to this trainer: same point, same proc.
+        me = context().actor_instance.rank
+        self.loader = loaders.slice(**{k: me[k] for k in me})
+        self.seen = 0
+
+    @endpoint
+    def train_step(self) -> float:
+        batch = self.loader.next_batch.call_one().get()
+        self.seen += len(batch)
+        return sum(batch) / len(batch)
+
+
+def trainer_and_loader(procs):
+    loaders = procs.spawn("loaders", DataLoader)
+    trainers = procs.spawn("trainers", Trainer, loaders)
+    for step in range(3):
+        means = trainers.train_step.call().get()
+        print(f"step {step}: mean of each trainer's batch", [round(m, 1) for m in means.values()])
+
+
+# ---------------------------------------------------------------------------
+# 3. Errors, caught where they are called
+
+
+class Flaky(Actor):
+    @endpoint
+    def divide(self, a: float, b: float) -> float:
+        return a / b
+
+
+def errors_are_exceptions(procs):
+    flaky = procs.spawn("flaky", Flaky)
+    try:
+        flaky.divide.call(1, 0).get()
+    except ActorError as e:
+        print("caught:", str(e).strip().splitlines()[-1])
+    # The actors live on.
+    print("after the error:", list(flaky.divide.call(6, 3).get().values()))
+
+
+# ---------------------------------------------------------------------------
+# 4. Supervision: an actor owns a mesh and hears of its failures
+
+
+class Fragile(Actor):
+    @endpoint
+    def ping(self) -> str:
+        return "pong"
+
+    @endpoint
+    def crash(self) -> None:
+        os._exit(3)
+
+
+class Manager(Actor):
+    """Starts procs of its own and a mesh of workers on them; it owns both,
+    so their failures come to its ``__supervise__``."""
+
+    def __init__(self):
+        self.failures = []
+        self.procs = this_host().spawn_procs(per_host={"w": 2})
+        self.workers = self.procs.spawn("fragile", Fragile)
+
+    def __supervise__(self, failure: MeshFailure) -> bool:
+        self.failures.append(f"{failure.mesh_name} ranks {failure.ranks}: {failure.cause}")
+        return True  # handled: it goes no further
+
+    @endpoint
+    def crash_one(self) -> None:
+        self.workers.slice(w=0).crash.broadcast()
+
+    @endpoint
+    def failures_seen(self) -> list:
+        return list(self.failures)
+
+
+def supervision(host):
+    manager_procs = host.spawn_procs(per_host={"m": 1})
+    manager = manager_procs.spawn("manager", Manager)
+    manager.crash_one.call_one().get()
+    seen = []
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+        seen = manager.failures_seen.call_one().get()
+    print("the manager handled:", seen[:1])
+    manager_procs.stop().get()
+
+
+# ---------------------------------------------------------------------------
+# 5. The unhandled-fault hook
+
+# Failures that reached the controller unhandled (the default hook would
+# report the failure and exit the program).
+unhandled = queue.Queue()
+
+
+def unhandled_fault_hook(host):
+    monarch.actor.unhandled_fault_hook = unhandled.put
+    procs = host.spawn_procs(per_host={"w": 1})
+    procs.spawn("fragile", Fragile).crash.broadcast()
+    failure = unhandled.get(timeout=60)
+    print(f"the hook got: mesh {failure.mesh_name}, cause {failure.cause}, code {failure.code}")
+    procs.stop().get()
+
+
+# ---------------------------------------------------------------------------
+# 6. Ports: a channel, and send() with replies to a port
+
+
+class Squarer(Actor):
+    @endpoint
+    def square(self, x: int) -> int:
+        return x * x
+
+    @endpoint
+    def report_to(self, port: Port[str]) -> None:
+        port.send(f"rank {current_rank().rank} reporting")
+
+
+def ports_and_send(procs):
+    squarers = procs.spawn("squarers", Squarer)
+    port, receiver = Channel[str].open()
+    squarers.report_to.broadcast(port)
+    print("through a channel:", sorted(receiver.recv().get() for _ in range(len(squarers))))
+    replies, inbox = Channel[int].open()
+    send(squarers.square, (7,), {}, port=replies)
+    print("send() to a port:", [inbox.recv().get() for _ in range(len(squarers))])
+
+
+# ---------------------------------------------------------------------------
+# 7. An inference engine answering from its own thread
+
+
+class InferenceEngine(Actor):
+    """Requests queue up; one engine thread answers them in batches through
+    each request's response port."""
+
+    def __init__(self):
+        self.requests = queue.Queue()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            batch = [self.requests.get()]
+            while not self.requests.empty() and len(batch) < 8:
+                batch.append(self.requests.get())
+            for port, prompt in batch:
+                port.send(f"{prompt} -> {len(prompt)} tokens (batch of {len(batch)})")
+
+    @endpoint(explicit_response_port=True)
+    def generate(self, port: Port[str], prompt: str) -> None:
+        # Returns at once; the engine thread answers later.
+        self.requests.put((port, prompt))
+
+
+def inference(procs):
+    engine = procs.slice(hosts=0, gpus=0).spawn("engine", InferenceEngine)
+    futures = [engine.generate.call_one(p) for p in ("hello", "tell me a story", "bye")]
+    for f in futures:
+        print("engine:", f.get(timeout=30))
+
+
+# ---------------------------------------------------------------------------
+# 8. An RDMA buffer handed from one actor to another
+
+
+class WeightServer(Actor):
+    def __init__(self, n: int):
+        self.weights = numpy.arange(n, dtype=numpy.float32)
+        self.buffer = RDMABuffer(self.weights.view(numpy.uint8))
+
+    @endpoint
+    def handle(self) -> RDMABuffer:
+        return self.buffer
+
+
+class WeightReader(Actor):
+    @endpoint
+    def pull(self, buffer: RDMABuffer) -> float:
+        local = numpy.empty(buffer.size(), dtype=numpy.uint8)
+        buffer.read_into(local).get()
+        return float(local.view(numpy.float32).sum())
+
+
+def rdma_hand_off(procs):
+    server = procs.slice(hosts=0, gpus=0).spawn("weights", WeightServer, 1 << 16)
+    readers = procs.slice(hosts=1).spawn("readers", WeightReader)
+    buffer = server.handle.call_one().get()
+    sums = readers.pull.call(buffer).get()
+    print("each reader pulled the weights one-sided; sums:", list(sums.values()))
+
+
+def main():
+    host = this_host()
+    procs = host.spawn_procs(per_host={"hosts": 2, "gpus": 2})
+    try:
+        counters_and_slices(procs)
+        trainer_and_loader(procs)
+        errors_are_exceptions(procs)
+        supervision(host)
+        unhandled_fault_hook(host)
+        ports_and_send(procs)
+        inference(procs)
+        rdma_hand_off(procs)
+    finally:
+        procs.stop().get()
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
