@@ -99,6 +99,8 @@ const FUNCTION_NAMES = (
     :monarch_proc_mesh_rename,
     :monarch_proc_mesh_split,
     :monarch_proc_mesh_stop,
+    :monarch_proc_mesh_to_ref,
+    :monarch_proc_mesh_from_ref,
     :monarch_proc_mesh_free,
     :monarch_port_open,
     :monarch_port_receiver_ref,
@@ -189,6 +191,8 @@ const _fp_monarch_proc_mesh_flatten = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_proc_mesh_rename = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_proc_mesh_split = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_proc_mesh_stop = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_proc_mesh_to_ref = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_proc_mesh_from_ref = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_proc_mesh_free = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_port_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_port_receiver_ref = Ref{Ptr{Cvoid}}(C_NULL)
@@ -281,6 +285,8 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_proc_mesh_rename[] = Libdl.dlsym(lib, :monarch_proc_mesh_rename)
     _fp_monarch_proc_mesh_split[] = Libdl.dlsym(lib, :monarch_proc_mesh_split)
     _fp_monarch_proc_mesh_stop[] = Libdl.dlsym(lib, :monarch_proc_mesh_stop)
+    _fp_monarch_proc_mesh_to_ref[] = Libdl.dlsym(lib, :monarch_proc_mesh_to_ref)
+    _fp_monarch_proc_mesh_from_ref[] = Libdl.dlsym(lib, :monarch_proc_mesh_from_ref)
     _fp_monarch_proc_mesh_free[] = Libdl.dlsym(lib, :monarch_proc_mesh_free)
     _fp_monarch_port_open[] = Libdl.dlsym(lib, :monarch_port_open)
     _fp_monarch_port_receiver_ref[] = Libdl.dlsym(lib, :monarch_port_receiver_ref)
@@ -372,6 +378,8 @@ monarch_proc_mesh_flatten(pm, label, out) = ccall(_fp_monarch_proc_mesh_flatten[
 monarch_proc_mesh_rename(pm, from, to, n, out) = ccall(_fp_monarch_proc_mesh_rename[], Int32, (Ptr{monarch_proc_mesh}, Ptr{Ptr{UInt8}}, Ptr{Ptr{UInt8}}, Csize_t, Ptr{Ptr{monarch_proc_mesh}}), pm, from, to, n, out)
 monarch_proc_mesh_split(pm, label, names, sizes, n, out) = ccall(_fp_monarch_proc_mesh_split[], Int32, (Ptr{monarch_proc_mesh}, Ptr{UInt8}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}, Csize_t, Ptr{Ptr{monarch_proc_mesh}}), pm, label, names, sizes, n, out)
 monarch_proc_mesh_stop(pm, out) = ccall(_fp_monarch_proc_mesh_stop[], Int32, (Ptr{monarch_proc_mesh}, Ptr{Ptr{monarch_future}}), pm, out)
+monarch_proc_mesh_to_ref(pm, out, out_len) = ccall(_fp_monarch_proc_mesh_to_ref[], Int32, (Ptr{monarch_proc_mesh}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), pm, out, out_len)
+monarch_proc_mesh_from_ref(rt, ptr, len, out) = ccall(_fp_monarch_proc_mesh_from_ref[], Int32, (Ptr{monarch_runtime}, Ptr{UInt8}, Csize_t, Ptr{Ptr{monarch_proc_mesh}}), rt, ptr, len, out)
 monarch_proc_mesh_free(pm) = ccall(_fp_monarch_proc_mesh_free[], Int32, (Ptr{monarch_proc_mesh}, ), pm)
 monarch_port_open(rt, once, out) = ccall(_fp_monarch_port_open[], Int32, (Ptr{monarch_runtime}, Bool, Ptr{Ptr{monarch_port_receiver}}), rt, once, out)
 monarch_port_receiver_ref(rx, out, out_len) = ccall(_fp_monarch_port_receiver_ref[], Int32, (Ptr{monarch_port_receiver}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), rx, out, out_len)
