@@ -114,6 +114,27 @@ function this_proc()
     return managed(ProcMesh(out[]))
 end
 
+"""
+    to_ref(m::ProcMesh) -> Vector{UInt8}
+
+Bytes naming the procs of `m` (or of a slice of it), for another process of
+the job: `proc_mesh_from_ref` there gives a mesh to spawn actors on.
+"""
+to_ref(m::ProcMesh) = owned_bytes((out, n) -> CAPI.monarch_proc_mesh_to_ref(handle(m), out, n))
+
+"""
+    proc_mesh_from_ref(bytes) -> ProcMesh
+
+The proc mesh named by the bytes of `to_ref`. Actors may be spawned on it;
+only the process that spawned the procs may `stop` them.
+"""
+function proc_mesh_from_ref(bytes::AbstractVector{UInt8})
+    b = Vector{UInt8}(bytes)
+    out = Ref{Ptr{CAPI.monarch_proc_mesh}}(C_NULL)
+    GC.@preserve b check(CAPI.monarch_proc_mesh_from_ref(runtime().ptr, pointer(b), Csize_t(length(b)), out))
+    return managed(ProcMesh(out[]))
+end
+
 """Stop the procs of the mesh; a Future completing when all have exited."""
 function stop(m::ProcMesh)
     out = Ref{Ptr{CAPI.monarch_future}}(C_NULL)

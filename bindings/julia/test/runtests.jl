@@ -103,6 +103,18 @@ from_i64(b) = reinterpret(Int64, b)[1]
         @test_throws ArgumentError call(v.value)
     end
 
+    @testset "proc mesh references" begin
+        part = slice(procs; gpus = 1:2)
+        again = proc_mesh_from_ref(to_ref(part))
+        @test sizes(again) == (gpus = 2,)
+        c = spawn(again, "from_ref", Counter, 5)
+        @test collect(values(fetch(call(c.incr, 1); timeout = 120))) == [6, 6]
+        # Only the spawner stops procs; malformed bytes are an error.
+        @test_throws MonarchError fetch(stop(again); timeout = 60)
+        @test_throws MonarchError proc_mesh_from_ref(UInt8[1, 2, 3])
+        @test fetch(call_one(slice(c; gpus = 0).value); timeout = 60) == 6
+    end
+
     @testset "errors" begin
         c = spawn(procs, "errs", Counter)
         e = try
