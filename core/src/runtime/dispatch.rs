@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::future::Answer;
 use crate::multicast::{route, Node, FORWARD_ONLY};
+use crate::supervision::FailureCause;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
@@ -101,7 +102,12 @@ impl Inner {
                 }
                 if kind == EventKind::Spawn {
                     self.supervision
-                        .record_hosted(&env.actor, &env.sender, env.message_rank);
+                        .record_hosted(
+                        &env.actor,
+                        &env.sender,
+                        env.message_rank,
+                        env.shape.clone(),
+                    );
                 }
                 let sender = env.sender;
                 let mut ev = Event {
@@ -167,13 +173,16 @@ impl Inner {
         ev.answered = true;
         Supervision::clear_current_owner(&ev.actor);
         match ev.kind {
-            EventKind::Spawn => {
-                let state = match &result {
-                    Ok(_) => ActorState::Alive,
-                    Err((msg, _)) => ActorState::Failed(format!("constructor raised: {msg}")),
-                };
-                self.actors.set(&ev.actor, state);
-            }
+            EventKind::Spawn => match &result {
+                Ok(_) => self.actors.set(&ev.actor, ActorState::Alive),
+                Err((msg, parts)) => {
+                    // A constructor that raised is a failure of the actor,
+                    // for its owner to supervise.
+                    let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
+                    let cause = format!("the constructor raised:\n{msg}");
+                    self.actor_failed(&ev.actor, FailureCause::SpawnFailed, &cause, payload, None);
+                }
+            },
             EventKind::StopActor => {
                 self.actors.remove(&ev.actor);
             }
@@ -187,15 +196,9 @@ impl Inner {
             if let (Err((msg, parts)), EventKind::Message) = (result, ev.kind) {
                 // Nobody waits for this answer: the actor has failed, and
                 // its owner hears of it.
-                let report = format!("endpoint '{}' raised:\n{msg}", ev.method);
+                let report = format!("endpoint '{}' raised with nobody waiting:\n{msg}", ev.method);
                 let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
-                self.actor_failed(
-                    &ev.actor,
-                    crate::supervision::FailureCause::EndpointError,
-                    &report,
-                    payload,
-                    None,
-                );
+                self.actor_failed(&ev.actor, FailureCause::EndpointError, &report, payload, None);
             }
             return Ok(());
         };

@@ -112,8 +112,11 @@ class ProcMesh(MeshTrait):
 
     def spawn(self, name: str, cls: type[A], *args: Any, **kwargs: Any) -> ActorMesh[A]:
         """Spawn one actor of ``cls`` on every proc, constructed with
-        ``cls(*args, **kwargs)``. Waits until every constructor has run;
-        raises ActorError if any of them raised."""
+        ``cls(*args, **kwargs)``. Returns at once, without waiting for the
+        constructors (as upstream): a constructor that raises is a
+        supervision failure of its actor (the owner's ``__supervise__``,
+        else ``unhandled_fault_hook``), and calls to the mesh then raise
+        SupervisionError naming the constructor's exception."""
         if not isinstance(cls, type) or not issubclass(cls, Actor):
             raise TypeError(f"spawn() needs a subclass of monarch.actor.Actor, not {cls!r}")
         if not isinstance(name, str) or not name:
@@ -152,10 +155,10 @@ class ProcMesh(MeshTrait):
         )
         if self._is_this_proc:
             _keep_for_exit(mesh)
-        ready = Future(
-            _gc(out_ready[0], _future_free), convert_all, (mesh._shape, f"constructor of {cls.__qualname__}")
-        )
-        ready.get()
+        # As upstream, spawn does not wait for the constructors: one that
+        # raises fails its actor (a supervision failure for the mesh's
+        # owner; calls to the mesh raise SupervisionError).
+        _future_free(out_ready[0])
         return mesh
 
     def spawn_native(self, name: str, type_name: str, *args: Any) -> ActorMesh[Any]:
