@@ -7,7 +7,13 @@ import os
 import threading
 import time
 
-from monarch.actor import Actor, Port, concurrent_endpoint, current_rank, endpoint
+from monarch.actor import Actor, Port, concurrent_endpoint, context, current_rank, endpoint
+
+
+def _mine(mesh):
+    """The point of ``mesh`` at the calling actor's own point."""
+    point = context().actor_instance.rank
+    return mesh.slice(**point) if len(point) else mesh
 
 
 class DataLoader(Actor):
@@ -19,7 +25,8 @@ class DataLoader(Actor):
     @endpoint
     def next_batch(self):
         self.served += 1
-        return [current_rank().rank] * 2 + [self.served]
+        # Its own rank, and the one of the caller's message (a 1-point view: 0).
+        return [context().actor_instance.rank.rank, current_rank().rank, self.served]
 
     @endpoint
     def pid(self):
@@ -38,9 +45,7 @@ class Trainer(Actor):
 
     @endpoint
     def step(self):
-        me = self.loader.slice(**current_rank())
-        batch = me.next_batch.call_one().get(timeout=60)
-        return batch
+        return _mine(self.loader).next_batch.call_one().get(timeout=60)
 
     @endpoint
     def pid(self):
@@ -62,7 +67,7 @@ class AsyncTrainer(Actor):
 
     @endpoint
     async def step(self):
-        return await self.loader.slice(**current_rank()).next_batch.call_one()
+        return await _mine(self.loader).next_batch.call_one()
 
 
 class Queue(Actor):
@@ -181,3 +186,30 @@ class Killable(Actor):
     @endpoint(explicit_response_port=True)
     def ported(self, port: Port):
         raise RuntimeError("raised in an explicit-port endpoint")
+
+
+class Owner(Actor):
+    """Spawns procs and a mesh whose constructor raises; supervises it."""
+
+    def __init__(self):
+        self.reports = []
+        self.procs = None
+
+    @endpoint
+    def spawn_bad(self):
+        from monarch.actor import this_host
+
+        self.procs = this_host().spawn_procs(per_host={"gpus": 1})
+        self.bad = self.procs.spawn("bad_owned", BadInit)
+
+    def __supervise__(self, failure):
+        self.reports.append((failure.report(), failure.cause))
+        return True
+
+    @endpoint
+    def heard(self):
+        return self.reports
+
+    @endpoint
+    def stop_procs(self):
+        self.procs.stop().get(timeout=60)

@@ -84,7 +84,7 @@ from collections import deque
 from time import monotonic as _monotonic
 from typing import Any, Callable
 
-from ..._lib import ERR_TIMEOUT, check, error_for, ffi, lib, take_buffer
+from ..._lib import ERR_TIMEOUT, SupervisionError, check, error_for, ffi, lib, take_buffer
 from .actor_mesh import Actor
 from .context import current_frame, message_point
 from .endpoint import is_async, is_endpoint, is_raw
@@ -168,13 +168,34 @@ def _port_exception(port: Port, exc: BaseException) -> None:
         sys.stderr.write(f"monarch: cannot answer through a reply port: {e}\n{_format_exc(exc)}")
 
 
+class _ReplyPort(Port):
+    """The reply port an explicit-port endpoint answers through: an answer
+    that cannot be delivered (its caller's proc is gone) is logged, as
+    every answer of this proc is, instead of failing the endpoint (which
+    would kill the actor)."""
+
+    __slots__ = ()
+
+    def send(self, value: Any) -> None:
+        try:
+            Port.send(self, value)
+        except SupervisionError as e:
+            sys.stderr.write(f"monarch: cannot deliver a reply: {e}\n")
+
+    def exception(self, exc: BaseException) -> None:
+        try:
+            Port.exception(self, exc)
+        except SupervisionError as e:
+            sys.stderr.write(f"monarch: cannot deliver a reply: {e}\n")
+
+
 def _take_port(ev) -> Port:
     out = ffi.new("uint8_t **")
     n = ffi.new("size_t *")
     check(lib.monarch_event_take_port(ev, out, n))
     if out[0] == _NULL:
-        return Port(None)
-    return Port(take_buffer(out[0], n[0]))
+        return _ReplyPort(None)
+    return _ReplyPort(take_buffer(out[0], n[0]))
 
 
 def _kills(exc: BaseException) -> bool:
