@@ -213,3 +213,18 @@ class Owner(Actor):
     @endpoint
     def stop_procs(self):
         self.procs.stop().get(timeout=60)
+
+
+class Interruptible(Actor):
+    """On the controller's own proc: blocks in get() on a slow actor, and
+    records a KeyboardInterrupt there."""
+
+    @endpoint
+    def wait_on(self, slow, started):
+        try:
+            # Slow.sleep touches `started`, then sleeps for 60 s.
+            slow.sleep.call_one(started, 60).get()
+        except KeyboardInterrupt:
+            with open(started + ".actor", "w") as f:
+                f.write("interrupted")
+            raise

@@ -221,3 +221,68 @@ def test_base_exception_and_explicit_port_raise_kill_the_actor(procs2, heard, me
     assert len(heard.failures) == 1
     assert failures[0].mesh_name == f"k_{method}" and failures[0].cause == "endpoint_error"
     assert cause in failures[0].report()
+
+
+def test_ctrl_c_interrupts_get_in_the_controller_and_in_its_actors(tmp_path):
+    # SIGINT while the controller's main thread waits on an actor of its own
+    # proc, itself blocked in get() on a worker's 60 s endpoint: both gets
+    # raise KeyboardInterrupt at once, the controller exits, its procs too.
+    # (`gate`: the file the slow endpoint touches when it starts.)
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    from pids import wait_gone
+
+    gate = str(tmp_path / "gate")
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = """
+        import sys
+        import monarch.actor as ma
+        from monarch.actor import this_host, this_proc
+        from exec_actors import Interruptible
+        from hardening_actors import Slow
+        ma.unhandled_fault_hook = lambda failure: None  # the interrupted actor fails
+        pm = this_host().spawn_procs(per_host={"b": 1})
+        slow = pm.spawn("slow", Slow)
+        waiter = this_proc().spawn("waiter", Interruptible)
+        print(slow.pid.call_one().get(timeout=60), flush=True)
+        try:
+            waiter.wait_on.call_one(slow, sys.argv[1]).get()
+        except KeyboardInterrupt:
+            print("main interrupted", flush=True)
+            raise
+    """
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, *sys.path]))
+    p = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), gate],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        proc_pid = int(p.stdout.readline())
+        # The worker's endpoint has started: the actor's thread waits in get().
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gate):
+            assert time.monotonic() < deadline, "the slow endpoint never started"
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            raise AssertionError(f"controller still running 30 s after SIGINT:\n{out}\n{err}") from None
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert "main interrupted" in out, (out, err)
+    assert "KeyboardInterrupt" in err
+    assert p.returncode != 0
+    with open(gate + ".actor") as f:
+        assert f.read() == "interrupted"
+    assert wait_gone([proc_pid], 10) == []

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, runtime_is_live
+from . import interrupt
 from .actor_mesh import A, Actor, ActorMesh, StopState, raw_parts
 from .endpoint import ANY_ENDPOINT, check_endpoint_kinds, endpoint_names
 from .future import Future, convert_none
@@ -18,7 +19,7 @@ from .pickle import dumps, to_c_parts
 from .server import Server
 from .shape import MeshFns, MeshTrait, Shape, owned_shape
 from .supervision import claim_spawn_owner, ensure_watcher
-from .value_mesh import RAW_CONVERT, convert_all
+from .value_mesh import RAW_CONVERT
 
 _gc = ffi.gc
 _new = ffi.new
@@ -74,6 +75,8 @@ def _ensure_this_proc_server():
             # A worker proc already serves its actors from its main loop.
             _this_proc_server = (None, None)
             return
+        # Ctrl-C also interrupts the actors' threads blocked in get().
+        interrupt.install()
         server = Server(rt)
         t = threading.Thread(target=server.serve, name="monarch-this-proc", daemon=True)
         t.start()

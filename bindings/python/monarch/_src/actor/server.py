@@ -74,24 +74,29 @@ logged, and the proc serves on.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import pickle
 import sys
 import threading
-import traceback
 from collections import deque
 from time import monotonic as _monotonic
 from typing import Any, Callable
 
-from ..._lib import ERR_TIMEOUT, SupervisionError, check, error_for, ffi, lib, take_buffer
-from .actor_mesh import Actor
+from ..._lib import ERR_TIMEOUT, check, ffi, lib
 from .context import current_frame, message_point
-from .endpoint import is_async, is_endpoint, is_raw
 from .event_loop import cancel_tasks, in_task, run_coroutine, run_on_loop, start_on_loop, tracked
+from .hosted import (
+    Hosted,
+    answer_port,
+    format_exc,
+    kills,
+    port_exception,
+    raw_class,
+    replied,
+    resolve_endpoint,
+    take_port,
+    takes_arg,
+)
 from .pickle import HandleOwner, dumps, loads_parts, to_c_parts
-from .port import Port
-from .shape import Point, shape_from_bytes
 from .supervision import MeshFailure, run_supervise
 
 EVENT_SPAWN = lib.MONARCH_EVENT_SPAWN
@@ -109,7 +114,6 @@ _event_wants_reply = lib.monarch_event_wants_reply
 _event_reply = lib.monarch_event_reply
 _event_reply_error = lib.monarch_event_reply_error
 _event_fail = lib.monarch_event_fail
-_NULL = ffi.NULL
 _buffer = ffi.buffer
 _string = ffi.string
 _loads = pickle.loads
@@ -120,88 +124,6 @@ _NONE_REPLY = dumps(None)[0]
 _EMPTY_PARTS = ffi.new("monarch_bytes[1]")
 # How long a stopping proc waits for its actors' threads to clean up.
 _STOP_JOIN_S = 10.0
-
-
-class Hosted:
-    """An actor hosted in this process: its instance, its key and point, its
-    endpoints as resolved so far, the worker whose thread runs it, and its
-    running concurrent endpoint tasks."""
-
-    __slots__ = ("instance", "rank", "shape_bytes", "_point", "key", "endpoints", "failed", "tasks")
-    # endpoints: method (bytes) -> (bound method, raw, explicit port, concurrent)
-
-    def __init__(self, key: bytes, rank: int, shape_bytes: bytes) -> None:
-        self.key = key
-        self.instance = None
-        self.rank = rank
-        self.shape_bytes = shape_bytes
-        self._point = None
-        self.endpoints = {}
-        self.failed = False  # its constructor raised or an endpoint killed it
-        self.tasks = None  # set of its concurrent endpoint tasks, once it has one
-
-    def point(self) -> Point:
-        """The actor's own point in the mesh it was spawned into."""
-        if self._point is None:
-            shape = shape_from_bytes(self.shape_bytes)
-            self._point = Point._make(self.rank, shape)
-        return self._point
-
-
-def _format_exc(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-
-
-def _replied(status: int) -> None:
-    """The status of sending an answer. An answer that cannot be delivered
-    (typically its caller's proc is gone) is logged, and this proc serves
-    on: a dead caller must not take a healthy proc down with it."""
-    if status:
-        sys.stderr.write(f"monarch: cannot deliver a reply: {error_for(status)}\n")
-
-
-def _port_exception(port: Port, exc: BaseException) -> None:
-    """Answer ``port`` with ``exc``; logged when that cannot be delivered."""
-    try:
-        port.exception(exc)
-    except Exception as e:  # noqa: BLE001 - the caller is gone
-        sys.stderr.write(f"monarch: cannot answer through a reply port: {e}\n{_format_exc(exc)}")
-
-
-class _ReplyPort(Port):
-    """The reply port an explicit-port endpoint answers through: an answer
-    that cannot be delivered (its caller's proc is gone) is logged, as
-    every answer of this proc is, instead of failing the endpoint (which
-    would kill the actor)."""
-
-    __slots__ = ()
-
-    def send(self, value: Any) -> None:
-        try:
-            Port.send(self, value)
-        except SupervisionError as e:
-            sys.stderr.write(f"monarch: cannot deliver a reply: {e}\n")
-
-    def exception(self, exc: BaseException) -> None:
-        try:
-            Port.exception(self, exc)
-        except SupervisionError as e:
-            sys.stderr.write(f"monarch: cannot deliver a reply: {e}\n")
-
-
-def _take_port(ev) -> Port:
-    out = ffi.new("uint8_t **")
-    n = ffi.new("size_t *")
-    check(lib.monarch_event_take_port(ev, out, n))
-    if out[0] == _NULL:
-        return _ReplyPort(None)
-    return _ReplyPort(take_buffer(out[0], n[0]))
-
-
-def _kills(exc: BaseException) -> bool:
-    """Whether an endpoint raising ``exc`` kills its actor (as upstream: a
-    BaseException that is not an Exception)."""
-    return not isinstance(exc, Exception)
 
 
 class Server:
@@ -454,12 +376,12 @@ class Worker:
         st = _event_reply(ev, arr, len(parts))
         del keep
         if st:
-            _replied(st)
+            replied(st)
 
     def _reply_raw(self, ev, result, method: bytes):
         """Answer a raw endpoint: its result as the reply's parts."""
         if result is None:
-            _replied(_event_reply(ev, _EMPTY_PARTS, 0))
+            replied(_event_reply(ev, _EMPTY_PARTS, 0))
             return
         parts = result if isinstance(result, (list, tuple)) else [result]
         if any(isinstance(p, str) for p in parts):
@@ -467,11 +389,11 @@ class Worker:
                 f"raw endpoint {method.decode()!r} must return bytes-like, a list of them, or None; got str"
             )
         arr, keep = to_c_parts(parts)
-        _replied(_event_reply(ev, arr, len(parts)))
+        replied(_event_reply(ev, arr, len(parts)))
         del keep
 
     def _reply_err(self, ev, exc: BaseException, what: str = ""):
-        text = _format_exc(exc)
+        text = format_exc(exc)
         if what:
             text = f"{what}\n{text}"
         try:
@@ -480,7 +402,7 @@ class Worker:
             parts = dumps(None)
         arr, keep = to_c_parts(parts)
         msg = text.encode("utf-8", "replace").replace(b"\0", b"")
-        _replied(_event_reply_error(ev, msg, arr, len(parts)))
+        replied(_event_reply_error(ev, msg, arr, len(parts)))
         del keep
 
     def _fail(self, ev, hosted: Hosted | None, exc: BaseException | None = None, what: str = "") -> None:
@@ -490,16 +412,16 @@ class Worker:
         if hosted is not None:
             hosted.failed = True
         if exc is None:
-            _replied(_event_fail(ev, b"", _EMPTY_PARTS, 0))
+            replied(_event_fail(ev, b"", _EMPTY_PARTS, 0))
             return
-        text = f"{what} {type(exc).__name__}: {exc}\n{_format_exc(exc)}"
+        text = f"{what} {type(exc).__name__}: {exc}\n{format_exc(exc)}"
         try:
             parts = dumps(exc)
         except Exception:  # noqa: BLE001 - unpicklable exception
             parts = dumps(None)
         arr, keep = to_c_parts(parts)
         msg = text.encode("utf-8", "replace").replace(b"\0", b"")
-        _replied(_event_fail(ev, msg, arr, len(parts)))
+        replied(_event_fail(ev, msg, arr, len(parts)))
         del keep
 
     def _wants_reply(self, ev) -> bool:
@@ -527,7 +449,7 @@ class Worker:
         cls = None
         try:
             if b":" in type_name:
-                cls, args, kwargs = _raw_class(type_name), self._raw_args(ev), {}
+                cls, args, kwargs = raw_class(type_name), self._raw_args(ev), {}
             else:
                 cls, args, kwargs = self._load(ev, owner_box)
             obj = cls.__new__(cls)
@@ -539,7 +461,7 @@ class Worker:
             return
         finally:
             current.event, current.actor = prev_event, prev_actor
-        _replied(_event_reply(ev, _EMPTY_PARTS, 0))
+        replied(_event_reply(ev, _EMPTY_PARTS, 0))
 
     def _message(self, ev, h) -> None:
         """Handle a message event described by header ``h``; frees ``ev``
@@ -571,7 +493,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             current.event, current.actor = prev_event, prev_actor
             try:
-                if _kills(exc):
+                if kills(exc):
                     self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 else:
                     self._reply_err(ev, exc)
@@ -602,7 +524,7 @@ class Worker:
                 return
         st = _reply_one_and_free(ev, data, len(data))
         if st:
-            _replied(st)
+            replied(st)
 
     def _message_general(self, ev, key: bytes, method: bytes) -> None:
         owner_box = [None]
@@ -626,7 +548,7 @@ class Worker:
                 raise RuntimeError(f"no actor {key.decode()!r} in this proc")
             entry = hosted.endpoints.get(method)
             if entry is None:
-                entry = _endpoint(hosted, method)
+                entry = resolve_endpoint(hosted, method)
             fn, raw, explicit, concurrent = entry
             if raw:
                 result = fn(*self._raw_args(ev))
@@ -643,13 +565,13 @@ class Worker:
                 result = run_coroutine(result, message_point(ev), hosted)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             current.event, current.actor = prev_event, prev_actor
-            if hosted is not None and _kills(exc):
+            if hosted is not None and kills(exc):
                 self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 return
             if not self._wants_reply(ev):
                 sys.stderr.write(
                     f"monarch: endpoint {method.decode()!r} of actor {key.decode()!r} "
-                    f"raised with nobody waiting:\n{_format_exc(exc)}"
+                    f"raised with nobody waiting:\n{format_exc(exc)}"
                 )
             # With nobody waiting, the runtime fails the actor and reports
             # it to the mesh's owner.
@@ -672,7 +594,7 @@ class Worker:
         ``explicit_response_port`` (the port is its first argument; raising
         kills the actor, as upstream), or a concurrent one (a task on the
         event loop answers when it ends)."""
-        port = _take_port(ev)
+        port = take_port(ev)
         try:
             if explicit:
                 args = (port, *args)
@@ -683,16 +605,16 @@ class Worker:
                     if hosted.tasks is None:
                         hosted.tasks = set()
                     cf = start_on_loop(tracked(coro, hosted.tasks))
-                    cf.add_done_callback(lambda f: _answer_port(port, f, explicit))
+                    cf.add_done_callback(lambda f: answer_port(port, f, explicit))
                     return
                 result = run_on_loop(coro)
             if not explicit:
                 port.send(result)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
-            if explicit or _kills(exc):
+            if explicit or kills(exc):
                 self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 return
-            _port_exception(port, exc)
+            port_exception(port, exc)
 
     def _supervise(self, ev, key: bytes):
         """A mesh owned by actor ``key`` failed: ask its ``__supervise__``;
@@ -710,12 +632,12 @@ class Worker:
             finally:
                 current.event, current.actor = prev_event, prev_actor
         if handled:
-            _replied(_event_reply(ev, _EMPTY_PARTS, 0))
+            replied(_event_reply(ev, _EMPTY_PARTS, 0))
         elif exc is not None:
             self._reply_err(ev, exc, f"__supervise__ of actor {key.decode()!r} raised on {failure.report()}\n")
         else:
             msg = f"actor {key.decode()!r} did not handle: {failure.report()}".encode("utf-8", "replace")
-            _replied(_event_reply_error(ev, msg.replace(b"\0", b""), _EMPTY_PARTS, 0))
+            replied(_event_reply_error(ev, msg.replace(b"\0", b""), _EMPTY_PARTS, 0))
 
     def _clean_up(self, hosted: Hosted, ev) -> None:
         """An actor stops: its concurrent endpoint tasks are cancelled, then
@@ -731,7 +653,7 @@ class Worker:
         prev_event, prev_actor = current.event, current.actor
         current.event, current.actor = ev, hosted
         try:
-            r = cleanup(None) if _takes_arg(cleanup) else cleanup()
+            r = cleanup(None) if takes_arg(cleanup) else cleanup()
             if hasattr(r, "__await__"):
                 run_coroutine(r, hosted.point(), hosted)
         finally:
@@ -754,7 +676,7 @@ class Worker:
             try:
                 self._clean_up(hosted, None)
             except Exception as exc:  # noqa: BLE001 - the proc stops anyway
-                sys.stderr.write(f"monarch: __cleanup__ of {key.decode()!r} raised:\n{_format_exc(exc)}")
+                sys.stderr.write(f"monarch: __cleanup__ of {key.decode()!r} raised:\n{format_exc(exc)}")
 
     def _stop_actor(self, ev, key: bytes):
         srv = self.server
@@ -771,51 +693,6 @@ class Worker:
         with srv._lock:
             srv._forget(key, self)
         if self._wants_reply(ev):
-            _replied(_event_reply(ev, _EMPTY_PARTS, 0))
+            replied(_event_reply(ev, _EMPTY_PARTS, 0))
 
 
-def _raw_class(type_name: bytes) -> type:
-    """The Actor subclass named by a raw spawn's ``module:Class``."""
-    module_name, _, qualname = type_name.decode("utf-8", "replace").partition(":")
-    if not module_name or not qualname:
-        raise ValueError(f"raw spawn type {type_name.decode()!r} is not 'module:Class'")
-    obj = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    if not isinstance(obj, type) or not issubclass(obj, Actor):
-        raise TypeError(f"{type_name.decode()!r} is not a subclass of monarch.actor.Actor")
-    return obj
-
-
-def _endpoint(hosted: Hosted, method: bytes):
-    name = method.decode()
-    cls = type(hosted.instance)
-    attr = getattr(cls, name, None)
-    if attr is None or not is_endpoint(attr):
-        raise AttributeError(f"actor {cls.__qualname__} has no endpoint {name!r}")
-    raw = is_raw(attr)
-    explicit = not raw and bool(attr.options.get("explicit_response_port"))
-    concurrent = not raw and bool(attr.options.get("concurrent")) and is_async(attr._fn)
-    entry = (getattr(hosted.instance, name), raw, explicit, concurrent)
-    hosted.endpoints[method] = entry
-    return entry
-
-
-def _answer_port(port, f, explicit):
-    """Done-callback of a concurrent endpoint's task."""
-    try:
-        exc = f.exception()
-        if exc is not None:
-            port.exception(exc)
-        elif not explicit:
-            port.send(f.result())
-    except BaseException as e:  # noqa: BLE001 - e.g. an unpicklable result
-        _port_exception(port, e)
-
-
-def _takes_arg(fn) -> bool:
-    """Upstream's ``__cleanup__(self, exc)`` takes the exception (or None)."""
-    try:
-        return len(inspect.signature(fn).parameters) >= 1
-    except (TypeError, ValueError):
-        return False
