@@ -101,8 +101,7 @@ impl Inner {
                     return;
                 }
                 if kind == EventKind::Spawn {
-                    self.supervision
-                        .record_hosted(
+                    self.supervision.record_hosted(
                         &env.actor,
                         &env.sender,
                         env.message_rank,
@@ -196,9 +195,18 @@ impl Inner {
             if let (Err((msg, parts)), EventKind::Message) = (result, ev.kind) {
                 // Nobody waits for this answer: the actor has failed, and
                 // its owner hears of it.
-                let report = format!("endpoint '{}' raised with nobody waiting:\n{msg}", ev.method);
+                let report = format!(
+                    "endpoint '{}' raised with nobody waiting:\n{msg}",
+                    ev.method
+                );
                 let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
-                self.actor_failed(&ev.actor, FailureCause::EndpointError, &report, payload, None);
+                self.actor_failed(
+                    &ev.actor,
+                    FailureCause::EndpointError,
+                    &report,
+                    payload,
+                    None,
+                );
             }
             return Ok(());
         };

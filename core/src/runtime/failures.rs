@@ -228,7 +228,8 @@ impl Inner {
         ev.answered = true;
         Supervision::clear_current_owner(&ev.actor);
         if let Some(to) = &ev.reply {
-            let (env, parts) = super::dispatch::reply_envelope(to.port, to.slot, Err((&report, &[])));
+            let (env, parts) =
+                super::dispatch::reply_envelope(to.port, to.slot, Err((&report, &[])));
             if let Err(e) = self.send(&to.peer, &env, parts, crate::conn::Defer::Never) {
                 tracing::warn!(peer = %to.peer, error = %e, "cannot tell a caller that its actor failed");
             }
