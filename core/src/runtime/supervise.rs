@@ -466,3 +466,26 @@ fn point_text(shape: &crate::geometry::Shape, rank: u64) -> String {
         .collect();
     format!("{{{}}}", dims.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::Shape;
+
+    #[test]
+    fn failure_reports_name_the_actor_and_its_point() {
+        let shape = Shape::new(&[("hosts", 2), ("gpus", 4)]).unwrap();
+        assert_eq!(point_text(&shape, 6), "{'hosts': 1/2, 'gpus': 2/4}");
+        assert_eq!(point_text(&Shape::new(&[]).unwrap(), 0), "");
+        let s = Supervision::default();
+        let bytes: Arc<[u8]> = crate::wire::encode_shape(&shape).into();
+        s.record_hosted("trainers.7", "unix:/x", 6, Some(bytes));
+        let name = s.actor_name("trainers.7");
+        assert_eq!(name, "trainers{'hosts': 1/2, 'gpus': 2/4}");
+        assert_eq!(s.actor_name("gone.3"), "gone");
+        assert_eq!(
+            failure_report(&name, "boom\nline 2\n"),
+            "The actor trainers{'hosts': 1/2, 'gpus': 2/4} and all its descendants have failed:\n  boom\n  line 2\n"
+        );
+    }
+}
