@@ -760,6 +760,19 @@ monarch_status monarch_event_reply_error(const struct monarch_event *ev,
                                          const struct monarch_bytes *parts_in,
                                          size_t nparts);
 
+// The actor this event is for has failed while handling it (a spawn or a
+// message event): `message` (UTF-8) says how, `parts` are binding-defined
+// (e.g. a serialized exception), borrowed for the call. The actor is
+// marked failed (later messages to it are refused), its owner receives a
+// supervision event once (cause `SpawnFailed` for a spawn, else
+// `EndpointError`), and the sender, if it waits (also through a reply
+// port taken with `monarch_event_take_port`), gets the failure report as
+// an error without parts. The event counts as answered.
+monarch_status monarch_event_fail(const struct monarch_event *ev,
+                                  const char *message,
+                                  const struct monarch_bytes *parts_in,
+                                  size_t nparts);
+
 // Answer the event successfully with exactly one part (`len` bytes at
 // `data`, borrowed for the call; `data` may be NULL when `len` is 0) and
 // free it, in one call: `monarch_event_reply` then `monarch_event_free`.

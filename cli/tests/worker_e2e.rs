@@ -16,8 +16,8 @@ const HANG: Duration = Duration::from_secs(30);
 mod common;
 use common::{call, err_msg, exit_behind_gate, i64_of, ints, wait, worker_argv, Controller};
 use monarch_core::{
-    ActorMesh, CallMode, ErrorKind, Future, MeshView, PointValue, ProcMesh, Runtime, Shape,
-    ValueMesh,
+    ActorMesh, CallMode, ErrorKind, FailureCause, Future, MeshView, PointValue, ProcMesh, Runtime,
+    Shape, ValueMesh,
 };
 
 impl Controller {
@@ -293,11 +293,26 @@ fn constructor_failures_and_unknown_types_and_actors() {
     for v in &vm.values {
         assert!(err_msg(v).contains("always fails"), "{v:?}");
     }
-    // Messages to an actor whose constructor failed are answered with an error.
-    let vm = call(&bad, "echo", &[]);
-    for v in &vm.values {
-        assert!(err_msg(v).contains("failed"), "{v:?}");
+    // A constructor that failed failed its actor (reported to the owner,
+    // before the spawn's answer): calls to it are refused with the report.
+    let e = bad.call("echo", &[], CallMode::All).err().expect("refused");
+    assert!(
+        e.message.contains("and all its descendants have failed")
+            && e.message.contains("always fails"),
+        "{e}"
+    );
+    // The owner (this program's top level) hears of each point once.
+    let mut ranks = Vec::new();
+    for _ in 0..4 {
+        let ev =
+            c.rt.next_supervision_event(Some(Duration::from_secs(30)))
+                .expect("a supervision event per failed constructor");
+        assert_eq!(ev.cause, FailureCause::SpawnFailed, "{ev:?}");
+        assert_eq!(ev.mesh, "bad");
+        ranks.extend(ev.ranks);
     }
+    ranks.sort();
+    assert_eq!(ranks, [0, 1, 2, 3]);
 
     let (_, ready) = pm.spawn_actors("nope", "no_such_type", &[]).unwrap();
     for v in &wait(&ready).values {

@@ -608,10 +608,9 @@ impl Runtime {
             }
             if ev.kind == EventKind::Message {
                 let state = self.inner.actors.state(&ev.actor);
-                if let Some(ActorState::Failed(why)) = state {
+                if let Some(ActorState::Failed(report)) = state {
                     let mut ev = ev;
-                    let msg = format!("actor '{}' failed: {why}", ev.actor);
-                    let _ = self.inner.answer(&mut ev, Err((&msg, &[])));
+                    let _ = self.inner.answer(&mut ev, Err((&report, &[])));
                     continue;
                 }
             }

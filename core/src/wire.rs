@@ -289,7 +289,6 @@ pub fn encode_shape(shape: &Shape) -> Vec<u8> {
 }
 
 /// Verify and decode a standalone `Shape` flatbuffer.
-#[cfg(test)]
 pub(crate) fn decode_shape(buf: &[u8]) -> Result<Shape, DecodeError> {
     let s = flatbuffers::root::<fb::Shape>(buf).map_err(|e| bad("shape", e))?;
     read_shape(s)

@@ -2,7 +2,9 @@
 
 - an endpoint that raises: the caller gets ActorError with the remote
   traceback, the actor lives on;
-- a constructor that raises: spawn() raises ActorError;
+- a constructor that raises (spawn() returns without waiting for it, as
+  upstream's does): a supervision failure of its actor, and calls to the
+  mesh raise SupervisionError naming the exception;
 - a proc that dies mid-call: the call fails promptly (SupervisionError),
   other ranks answer, later calls to views holding it fail at once, and the
   failure goes to the mesh's owner: here the controller, whose
@@ -19,13 +21,20 @@ import monarch.actor
 from monarch.actor import Actor, ActorError, SupervisionError, current_rank, endpoint, this_host
 
 failures = []
-got_failure = threading.Event()
+changed = threading.Condition()
 
 
 def on_failure(failure):
     # Runs on the runtime's supervision thread, once per failure.
-    failures.append(failure)
-    got_failure.set()
+    with changed:
+        failures.append(failure)
+        changed.notify_all()
+
+
+def wait_for_failure(cause):
+    with changed:
+        changed.wait_for(lambda: any(f.cause == cause for f in failures), 30)
+    return next(f for f in failures if f.cause == cause)
 
 
 monarch.actor.unhandled_fault_hook = on_failure
@@ -66,10 +75,13 @@ def main():
         print("endpoint raised -> ActorError:", str(e).strip().splitlines()[-1])
     print("still serving:", list(workers.ok.call().get().values()))
 
+    bad = procs.spawn("bad", BadInit)
     try:
-        procs.spawn("bad", BadInit)
-    except ActorError as e:
-        print("constructor raised -> ActorError:", str(e).strip().splitlines()[-1])
+        bad.ok.call().get()
+    except SupervisionError as e:
+        print("constructor raised -> SupervisionError:", str(e).splitlines()[1])
+    f = wait_for_failure("spawn_failed")
+    print(f"supervision event: mesh {f.mesh_name} ranks {f.ranks} cause {f.cause}")
 
     try:
         workers.die_if.call(1).get()
@@ -80,8 +92,7 @@ def main():
         workers.ok.call()
     except SupervisionError as e:
         print("a call to a view holding rank 1 -> SupervisionError:", str(e).splitlines()[0][:60], "...")
-    got_failure.wait(30)
-    f = failures[0]
+    f = wait_for_failure("exit_code")
     print(f"supervision event: mesh {f.mesh_name} ranks {f.ranks} cause {f.cause} (code {f.code})")
 
     procs.stop().get()

@@ -305,6 +305,31 @@ pub unsafe extern "C" fn monarch_event_reply_error(
     })
 }
 
+/// The actor this event is for has failed while handling it (a spawn or a
+/// message event): `message` (UTF-8) says how, `parts` are binding-defined
+/// (e.g. a serialized exception), borrowed for the call. The actor is
+/// marked failed (later messages to it are refused), its owner receives a
+/// supervision event once (cause `SpawnFailed` for a spawn, else
+/// `EndpointError`), and the sender, if it waits (also through a reply
+/// port taken with `monarch_event_take_port`), gets the failure report as
+/// an error without parts. The event counts as answered.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_event_fail(
+    ev: *const monarch_event,
+    message: *const c_char,
+    parts_in: *const monarch_bytes,
+    nparts: usize,
+) -> monarch_status {
+    guard(|| {
+        let message = arg_error_message(message, "message")?;
+        let p = parts(parts_in, nparts)?;
+        let payload = p.first().copied().unwrap_or(&[]);
+        let e = get(ev)?;
+        let mut g = e.event.lock();
+        g.fail(&message, payload).map_err(Fail::from)
+    })
+}
+
 /// Answer the event successfully with exactly one part (`len` bytes at
 /// `data`, borrowed for the call; `data` may be NULL when `len` is 0) and
 /// free it, in one call: `monarch_event_reply` then `monarch_event_free`.

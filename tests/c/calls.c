@@ -131,13 +131,17 @@ void test_call_modes_and_errors(monarch_proc_mesh *pm, monarch_actor_mesh *am) {
                   "no_such_endpoint", __LINE__);
     EXPECT_INTS(call(am, "rank", NULL, 0, MONARCH_CALL_ALL), 0, 1, 2, 3);
 
-    /* Constructor failure: the ready future holds error points, later
-     * calls are answered with an error by the runtime. */
+    /* Constructor failure: the ready future holds error points; the
+     * actors have failed (their owner, this program's top level, hears of
+     * it: see main.c), so later calls are refused at once with the
+     * failure report. */
     monarch_actor_mesh *bad = NULL;
     monarch_future *ready = NULL;
     CHECK_OK(monarch_actor_mesh_spawn(pm, "bad", "no_such_type", NULL, 0, &bad, &ready));
     expect_errors(finish(ready), 4, "no_such_type", __LINE__);
-    expect_errors(call(bad, "get", NULL, 0, MONARCH_CALL_ALL), 4, "failed", __LINE__);
+    monarch_future *refused = NULL;
+    CHECK_STATUS(monarch_actor_mesh_call(bad, "get", NULL, 0, MONARCH_CALL_ALL, &refused),
+                 MONARCH_ERR_PROC_FAILED, "and all its descendants have failed");
     monarch_actor_mesh_free(bad);
 }
 

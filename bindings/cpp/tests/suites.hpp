@@ -31,6 +31,8 @@ void test_actor_supervise();
 void test_schema();
 // test_hardening.cpp
 void test_undeliverable_reply();
+// test_actor_workers.cpp
+void test_actor_workers();
 
 }  // namespace cpp_test
 

@@ -1,5 +1,6 @@
 import asyncio
 import pickle
+import time
 
 import pytest
 from actors import Caller, Cleanup, Counter, Failing
@@ -184,13 +185,30 @@ def pickle_me_not():
     return threading.Lock()
 
 
-def test_constructor_raises(procs):
-    with pytest.raises(ActorError, match="constructor failed on purpose") as ei:
-        procs.spawn("f", Failing)
-    assert isinstance(ei.value.exception, RuntimeError)
-    with pytest.raises(ActorError) as ei:
-        procs.spawn("f", Failing, 2)
-    assert len(ei.value.failures) == 1 and ei.value.failures[0][0] == 2
+def test_constructor_raises(procs, monkeypatch):
+    # As upstream: spawn returns at once; a raising constructor is a
+    # supervision failure (here: the program's unhandled-fault hook) and
+    # calls to the mesh raise SupervisionError naming the exception.
+    import monarch.actor as ma
+
+    heard = []
+    monkeypatch.setattr(ma, "unhandled_fault_hook", heard.append)
+    f = procs.spawn("f", Failing)
+    with pytest.raises(SupervisionError, match="constructor failed on purpose"):
+        f.ok.call().get(timeout=30)
+    f2 = procs.spawn("f2", Failing, 2)
+    with pytest.raises(SupervisionError) as ei:
+        f2.ok.call().get(timeout=30)
+    assert "RuntimeError: constructor failed on purpose" in str(ei.value)
+    assert "The actor f2{'gpus': 2/4} and all its descendants have failed" in str(ei.value)
+    # the other points answer
+    assert f2.slice(gpus=1).ok.call_one().get(timeout=30) is True
+    deadline = time.monotonic() + 30
+    while len(heard) < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sorted((m.mesh_name, m.ranks[0], m.cause) for m in heard) == sorted(
+        [("f", r, "spawn_failed") for r in range(4)] + [("f2", 2, "spawn_failed")]
+    )
     # the runtime and the procs keep working
     c = procs.spawn("c", Counter, 3)
     assert list(c.get.call().get().values()) == [3, 3, 3, 3]

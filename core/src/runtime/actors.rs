@@ -10,6 +10,7 @@ use super::HashMap;
 pub(super) enum ActorState {
     Starting,
     Alive,
+    /// Its failure report (what later messages are refused with).
     Failed(String),
 }
 
@@ -47,7 +48,7 @@ impl Actors {
                     "undeliverable: no actor '{}' on proc {addr} (never spawned or already stopped)",
                     ev.actor
                 )),
-                Some(ActorState::Failed(why)) => Err(format!("actor '{}' failed: {why}", ev.actor)),
+                Some(ActorState::Failed(report)) => Err(report.clone()),
                 Some(_) => Ok(()),
             },
             EventKind::StopProc | EventKind::Supervise => Ok(()),

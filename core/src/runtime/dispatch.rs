@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::future::Answer;
 use crate::multicast::{route, Node, FORWARD_ONLY};
+use crate::supervision::FailureCause;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
@@ -158,7 +159,7 @@ impl Inner {
                     // Admitted: the key was free, so no other spawner is
                     // replaced.
                     self.supervision
-                        .record_hosted(&ev.actor, &sender, ev.message_rank);
+                        .record_hosted(&ev.actor, &sender, ev.message_rank, ev.shape.clone());
                 }
                 if kind == EventKind::StopActor {
                     // Meshes the actor owns stop before it does.
@@ -200,13 +201,16 @@ impl Inner {
         ev.answered = true;
         Supervision::clear_current_owner(&ev.actor);
         match ev.kind {
-            EventKind::Spawn => {
-                let state = match &result {
-                    Ok(_) => ActorState::Alive,
-                    Err((msg, _)) => ActorState::Failed(format!("constructor raised: {msg}")),
-                };
-                self.actors.set(&ev.actor, state);
-            }
+            EventKind::Spawn => match &result {
+                Ok(_) => self.actors.set(&ev.actor, ActorState::Alive),
+                Err((msg, parts)) => {
+                    // A constructor that raised is a failure of the actor,
+                    // for its owner to supervise.
+                    let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
+                    let cause = format!("the constructor raised:\n{msg}");
+                    self.actor_failed(&ev.actor, FailureCause::SpawnFailed, &cause, payload, None);
+                }
+            },
             EventKind::StopActor => {
                 self.actors.remove(&ev.actor);
             }
@@ -220,11 +224,14 @@ impl Inner {
             if let (Err((msg, parts)), EventKind::Message) = (result, ev.kind) {
                 // Nobody waits for this answer: the actor has failed, and
                 // its owner hears of it.
-                let report = format!("endpoint '{}' raised:\n{msg}", ev.method);
+                let report = format!(
+                    "endpoint '{}' raised with nobody waiting:\n{msg}",
+                    ev.method
+                );
                 let payload = parts.first().map(|p| p.to_vec()).unwrap_or_default();
                 self.actor_failed(
                     &ev.actor,
-                    crate::supervision::FailureCause::EndpointError,
+                    FailureCause::EndpointError,
                     &report,
                     payload,
                     None,

@@ -98,6 +98,27 @@ impl Event {
         rt.answer(self, result)
     }
 
+    /// The actor this event is for has failed while handling it
+    /// (`cause_text` says how; `payload` is binding-defined, e.g. a
+    /// serialized exception): the actor is marked failed (later messages
+    /// are refused), its owner hears of it once (a supervision event), and
+    /// the sender, if it waits (also through a reply port taken with
+    /// [`Event::take_reply_port`]), gets the failure report as an error
+    /// without parts.
+    pub fn fail(&mut self, cause_text: &str, payload: &[u8]) -> Result<()> {
+        let rt = self
+            .rt
+            .upgrade()
+            .ok_or_else(|| Error::new(ErrorKind::Stopped, "runtime was shut down"))?;
+        if !matches!(self.kind, EventKind::Spawn | EventKind::Message) {
+            return Err(Error::invalid(
+                "only a spawn or message event can fail its actor",
+            ));
+        }
+        rt.fail_event(self, cause_text, payload);
+        Ok(())
+    }
+
     /// The proc that sent this message, when it waits for an answer.
     pub fn sender(&self) -> Option<&str> {
         self.reply.as_ref().map(|r| r.peer.as_str())

@@ -14,6 +14,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::remote::{self, RemoteProc};
+use super::supervise::{failure_report, Supervision};
 use super::{heartbeat, ActorState, Answer, Event, EventKind, Inner, Runtime};
 use crate::error::{Error, ErrorKind};
 use crate::process::{Child, ExitInfo};
@@ -184,26 +185,61 @@ impl Inner {
 
 /// Supervision events: raising and routing them.
 impl Inner {
-    /// An actor hosted here failed with nobody waiting (an endpoint raised
-    /// under broadcast, or its supervisor did not handle a failure): mark it
-    /// failed and report it to the proc that spawned it.
+    /// An actor hosted here failed (its constructor raised, an endpoint
+    /// raised with nobody waiting or killed it, or its supervisor did not
+    /// handle a failure; `cause_text` says how): mark it failed, so later
+    /// messages are refused with the report, and report it to the proc
+    /// that spawned it. Returns the report.
     pub(super) fn actor_failed(
         self: &Arc<Self>,
         key: &str,
         cause: FailureCause,
-        report: &str,
+        cause_text: &str,
         payload: Vec<u8>,
         caused_by: Option<SupervisionEvent>,
-    ) {
-        self.actors.set(key, ActorState::Failed(report.to_string()));
+    ) -> String {
+        let report = failure_report(&self.supervision.actor_name(key), cause_text);
+        self.actors.set(key, ActorState::Failed(report.clone()));
         let here = &self.id.addr;
         match self
             .supervision
-            .actor_failure(here, key, cause, report, payload, caused_by)
+            .actor_failure(here, key, cause, &report, payload, caused_by)
         {
             Some((spawner, ev)) => self.send_supervise(&spawner, &ev),
             None => {
                 tracing::error!(actor = %key, error = %report, "unhandled failure of an actor with no known owner")
+            }
+        }
+        report
+    }
+
+    /// The binding says the actor of `ev` has failed while handling it
+    /// (`cause_text`; `payload`: binding-defined, e.g. the pickled
+    /// exception): the actor fails as in `actor_failed`, and the sender,
+    /// when it waits (also through a reply port the binding took), gets
+    /// the report as an error without parts.
+    pub(super) fn fail_event(self: &Arc<Self>, ev: &mut Event, cause_text: &str, payload: &[u8]) {
+        let already_failed = matches!(self.actors.state(&ev.actor), Some(ActorState::Failed(_)));
+        let report = if already_failed {
+            match self.actors.state(&ev.actor) {
+                Some(ActorState::Failed(r)) => r,
+                _ => String::new(),
+            }
+        } else {
+            let cause = if ev.kind == EventKind::Spawn {
+                FailureCause::SpawnFailed
+            } else {
+                FailureCause::EndpointError
+            };
+            self.actor_failed(&ev.actor, cause, cause_text, payload.to_vec(), None)
+        };
+        ev.answered = true;
+        Supervision::clear_current_owner(&ev.actor);
+        if let Some(to) = &ev.reply {
+            let (env, parts) =
+                super::dispatch::reply_envelope(to.port, to.slot, Err((&report, &[])));
+            if let Err(e) = self.send(&to.peer, &env, parts, crate::conn::Defer::Never) {
+                tracing::warn!(peer = %to.peer, error = %e, "cannot tell a caller that its actor failed");
             }
         }
     }

@@ -53,10 +53,12 @@ struct ActorMeshEntry {
     owner: String,
 }
 
-/// An actor hosted here: who spawned it (where its failures go).
+/// An actor hosted here: who spawned it (where its failures go), and its
+/// point in the mesh it was spawned into (its name in failure reports).
 struct Hosted {
     spawner: String,
     rank: u64,
+    shape: Option<Arc<[u8]>>,
 }
 
 /// The supervision state of this process: owned meshes, failures, procs
@@ -140,13 +142,21 @@ impl Supervision {
         );
     }
 
-    /// Actor `key` is spawned here by `spawner` at `rank`.
-    pub(super) fn record_hosted(&self, key: &str, spawner: &str, rank: u64) {
+    /// Actor `key` is spawned here by `spawner` at `rank` of the mesh
+    /// whose encoded Shape is `shape`.
+    pub(super) fn record_hosted(
+        &self,
+        key: &str,
+        spawner: &str,
+        rank: u64,
+        shape: Option<Arc<[u8]>>,
+    ) {
         self.hosted.lock().insert(
             key.to_string(),
             Hosted {
                 spawner: spawner.to_string(),
                 rank,
+                shape,
             },
         );
     }
@@ -180,6 +190,23 @@ impl Supervision {
             .lock()
             .get(key)
             .is_some_and(|m| m.procs.iter().any(|p| p == peer))
+    }
+
+    /// How failure reports name actor `key` hosted here: its mesh's name
+    /// and its point, e.g. `trainers{'gpus': 1/4}`.
+    pub(super) fn actor_name(&self, key: &str) -> String {
+        let mesh = key.rsplit_once('.').map_or(key, |(name, _)| name);
+        let hosted = self.hosted.lock();
+        let Some(h) = hosted.get(key) else {
+            return mesh.to_string();
+        };
+        let point = h
+            .shape
+            .as_deref()
+            .and_then(|b| crate::wire::decode_shape(b).ok())
+            .map(|s| point_text(&s, h.rank))
+            .unwrap_or_default();
+        format!("{mesh}{point}")
     }
 
     /// The procs of meshes owned by `owner`.
@@ -220,8 +247,9 @@ impl Supervision {
                 return Err(Error::new(
                     ErrorKind::ProcFailed,
                     format!(
-                        "supervision: actor mesh '{name}' has failed at rank {rank} of this view \
-                         (actor {key} on proc {addr}): {why}"
+                        "{}\n(supervision: actor mesh '{name}' has failed at rank {rank} of this view, \
+                         actor {key} on proc {addr})",
+                        why.trim_end()
                     ),
                 ));
             }
@@ -296,9 +324,10 @@ impl Supervision {
         events
     }
 
-    /// Actor `key` hosted on this proc (`here`) failed with nobody
-    /// waiting: the event for the proc that spawned it, and that proc
-    /// (None when the actor's spawner is unknown).
+    /// Actor `key` hosted on this proc (`here`) failed (`report`: the
+    /// whole report, see `failure_report`): the event for the proc that
+    /// spawned it, and that proc (None when the actor's spawner is
+    /// unknown).
     pub(super) fn actor_failure(
         &self,
         here: &str,
@@ -383,21 +412,22 @@ impl Supervision {
                     .unwrap_or_else(|| ev.mesh_key.clone());
             }
         }
-        if ev.cause != FailureCause::Undeliverable {
-            self.failed_actors.lock().insert(
-                (ev.mesh_key.clone(), peer.to_string()),
-                format!("actor {} failed: {}", ev.actor, summary(&ev.report)),
+        if ev.cause == FailureCause::Undeliverable {
+            let rank = ev.ranks.first().map(|r| r.to_string()).unwrap_or_default();
+            ev.report = format!(
+                "actor mesh '{}' rank {rank} (actor {} on proc {peer}) {}:\n{}",
+                ev.mesh,
+                ev.actor,
+                ev.cause_text(),
+                ev.report
             );
+        } else {
+            // The failing proc wrote the report (see `failure_report`).
+            self.failed_actors
+                .lock()
+                .insert((ev.mesh_key.clone(), peer.to_string()), ev.report.clone());
             self.any_failed.store(true, Ordering::Release);
         }
-        let rank = ev.ranks.first().map(|r| r.to_string()).unwrap_or_default();
-        ev.report = format!(
-            "actor mesh '{}' rank {rank} (actor {} on proc {peer}) {}:\n{}",
-            ev.mesh,
-            ev.actor,
-            ev.cause_text(),
-            ev.report
-        );
         Ok(ev)
     }
 
@@ -448,11 +478,61 @@ impl Supervision {
     }
 }
 
-/// The last non-empty line (of a traceback: the exception itself).
-fn summary(s: &str) -> &str {
-    s.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
+/// The report of a failed actor named `actor` (see `actor_name`), in the
+/// shape upstream Monarch's reports have: who failed, then the cause
+/// indented.
+pub(super) fn failure_report(actor: &str, cause: &str) -> String {
+    let mut out = format!("The actor {actor} and all its descendants have failed:\n");
+    for line in cause.trim_end().lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// A point of `shape` as failure reports print it: `{'hosts': 0/2,
+/// 'gpus': 1/4}` (row-major `rank`); "" for a shape with no dimensions.
+fn point_text(shape: &crate::geometry::Shape, rank: u64) -> String {
+    if shape.ndim() == 0 {
+        return String::new();
+    }
+    let mut rest = rank as usize;
+    let mut coords = vec![0usize; shape.ndim()];
+    for (i, &size) in shape.sizes().iter().enumerate().rev() {
+        let size = size.max(1);
+        coords[i] = rest % size;
+        rest /= size;
+    }
+    let dims: Vec<String> = shape
+        .labels()
+        .iter()
+        .zip(coords)
+        .zip(shape.sizes())
+        .map(|((label, c), size)| format!("'{label}': {c}/{size}"))
+        .collect();
+    format!("{{{}}}", dims.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::Shape;
+
+    #[test]
+    fn failure_reports_name_the_actor_and_its_point() {
+        let shape = Shape::new(&[("hosts", 2), ("gpus", 4)]).unwrap();
+        assert_eq!(point_text(&shape, 6), "{'hosts': 1/2, 'gpus': 2/4}");
+        assert_eq!(point_text(&Shape::new(&[]).unwrap(), 0), "");
+        let s = Supervision::default();
+        let bytes: Arc<[u8]> = crate::wire::encode_shape(&shape).into();
+        s.record_hosted("trainers.7", "unix:/x", 6, Some(bytes));
+        let name = s.actor_name("trainers.7");
+        assert_eq!(name, "trainers{'hosts': 1/2, 'gpus': 2/4}");
+        assert_eq!(s.actor_name("gone.3"), "gone");
+        assert_eq!(
+            failure_report(&name, "boom\nline 2\n"),
+            "The actor trainers{'hosts': 1/2, 'gpus': 2/4} and all its descendants have failed:\n  boom\n  line 2\n"
+        );
+    }
 }

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -158,23 +159,38 @@ class ActorHost {
       throw std::runtime_error("unknown actor type '" + type + "' (this binary has: " +
                                (known.empty() ? std::string("none") : known) + ")");
     }
-    actors_[key] = it->second(args);
+    std::unique_ptr<Actor> a = it->second(args);
+    std::lock_guard<std::mutex> lk(*mu_);
+    actors_[key] = std::move(a);
   }
-  Parts message(const std::string& key, const Call& call) {
-    auto it = actors_.find(key);
-    if (it == actors_.end()) throw std::runtime_error("no actor '" + key + "' in this proc");
-    return it->second->dispatch(call);
-  }
+  Parts message(const std::string& key, const Call& call) { return find(key)->dispatch(call); }
   /// Offer a failure to the owning actor; false if it did not handle it.
   bool supervise(const std::string& key, const SupervisionEvent& event) {
-    auto it = actors_.find(key);
-    if (it == actors_.end()) throw std::runtime_error("no actor '" + key + "' in this proc");
-    return it->second->supervise(event);
+    return find(key)->supervise(event);
   }
-  void stop(const std::string& key) { actors_.erase(key); }
-  std::size_t size() const { return actors_.size(); }
+  void stop(const std::string& key) {
+    std::unique_ptr<Actor> gone;
+    std::lock_guard<std::mutex> lk(*mu_);
+    auto it = actors_.find(key);
+    if (it == actors_.end()) return;
+    gone = std::move(it->second);
+    actors_.erase(it);
+  }
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lk(*mu_);
+    return actors_.size();
+  }
 
  private:
+  // Each actor runs on one thread at a time (ActorServer): the map is
+  // shared by the threads, an actor only by its own events.
+  Actor* find(const std::string& key) {
+    std::lock_guard<std::mutex> lk(*mu_);
+    auto it = actors_.find(key);
+    if (it == actors_.end()) throw std::runtime_error("no actor '" + key + "' in this proc");
+    return it->second.get();
+  }
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
   std::unordered_map<std::string, std::unique_ptr<Actor>> actors_;
 };
 

@@ -44,6 +44,15 @@ class ActorError : public Error {
   std::string remote_;
 };
 
+/// Thrown by an endpoint to fail its actor (as a Python endpoint raising a
+/// BaseException does): the caller gets the failure report, later calls
+/// to the actor fail, and the actor's owner hears of it once (a
+/// supervision event). Any other exception only fails the call.
+class ActorFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 namespace detail {
 inline void check(monarch_status s) {
   if (s != MONARCH_OK) throw Error(s, monarch_last_error());

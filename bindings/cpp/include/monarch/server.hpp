@@ -7,9 +7,16 @@
 
 #include <monarch.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -117,6 +124,13 @@ class Event {
     answered_ = true;
     detail::check(monarch_event_reply_error(h_.get(), message.c_str(), nullptr, 0));
   }
+  /// The event's actor failed while handling it (monarch_event_fail): it
+  /// is marked failed, its owner hears of it once, and the waiting sender
+  /// gets the failure report.
+  void fail(const std::string& message) {
+    answered_ = true;
+    detail::check(monarch_event_fail(h_.get(), message.c_str(), nullptr, 0));
+  }
   /// Take over answering (monarch_event_take_port): the reply port its
   /// sender waits on, or std::nullopt when nobody waits. The event then
   /// counts as answered; send the answer to the port later.
@@ -158,6 +172,7 @@ class ActorServer {
     Parts out;
     std::string error;
     bool failed = false;
+    bool killed = false;  // an endpoint threw ActorFailure
     // Set when the endpoint took the reply port (defer_reply).
     std::optional<Port> deferred;
     bool taken = false;
@@ -192,6 +207,9 @@ class ActorServer {
         default:
           throw std::runtime_error("unknown event kind " + std::to_string(kind));
       }
+    } catch (const ActorFailure& e) {
+      failed = killed = true;
+      error = e.what();
     } catch (const std::exception& e) {
       failed = true;
       error = e.what();
@@ -203,7 +221,9 @@ class ActorServer {
     // gone) is logged, and this proc serves on: a dead caller must not
     // take a healthy proc down with it.
     try {
-      if (taken) {
+      if (killed) {
+        ev.fail(error);
+      } else if (taken) {
         // The endpoint answers through the port; an error after deferring
         // goes there too, so the caller does not wait forever.
         if (failed && deferred) deferred->send_error(error);
@@ -224,7 +244,19 @@ class ActorServer {
   }
   /// Serve until the proc is stopped (or `timeout_ms` passes with no
   /// event, if not -1). Returns false once the runtime stopped / STOP_PROC.
+  ///
+  /// With `timeout_ms` -1 (a worker proc's loop), each actor is its own
+  /// sequential worker: its events run one at a time, in order, on one
+  /// thread, while the proc's other actors go on independently (an
+  /// endpoint may block on another actor of its own proc). At most one
+  /// thread at a time waits for the next event; it runs the event itself
+  /// when it is for one of its own actors (waking an idle thread to wait
+  /// meanwhile), else hands it to the actor's thread. The first actor
+  /// lives on the calling thread, so a proc with one actor hands nothing
+  /// over. With a finite timeout (a controller pumping its own actors,
+  /// Runtime::serve_events) events run on the calling thread, in order.
   bool serve(monarch_runtime* rt, std::int64_t timeout_ms = -1) {
+    if (timeout_ms == -1) return serve_workers(rt);
     for (;;) {
       monarch_event* raw = nullptr;
       monarch_event_header h{};
@@ -239,6 +271,148 @@ class ActorServer {
   ActorHost& host() { return host_; }
 
  private:
+  // A thread with a queue, running the events of the actors whose home it is.
+  struct Worker {
+    std::deque<Event> queue;
+    std::condition_variable cv;
+    std::size_t actors = 0;
+    std::thread thread;
+  };
+  // The workers of one serve_workers call; `mu` guards all of it.
+  struct Pool {
+    monarch_runtime* rt = nullptr;
+    std::mutex mu;
+    std::unordered_map<std::string, Worker*> homes;
+    std::vector<Worker*> idle;
+    std::vector<std::unique_ptr<Worker>> workers;  // [0]: the calling thread's
+    bool leading = false;
+    bool stopping = false;
+  };
+
+  bool serve_workers(monarch_runtime* rt) {
+    Pool p;
+    p.rt = rt;
+    p.workers.push_back(std::make_unique<Worker>());
+    run_worker(p, *p.workers[0]);
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lk(p.mu);
+      for (std::size_t i = 1; i < p.workers.size(); ++i) threads.push_back(std::move(p.workers[i]->thread));
+    }
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
+    return false;
+  }
+
+  // While nobody waits for events, an idle worker must: wake one.
+  static void hand_off(Pool& p) {
+    if (!p.leading && !p.idle.empty()) {
+      Worker* w = p.idle.back();
+      p.idle.pop_back();
+      w->cv.notify_one();
+    }
+  }
+
+  static void stop_all(Pool& p) {
+    p.stopping = true;
+    for (Worker* w : p.idle) w->cv.notify_one();
+    p.idle.clear();
+  }
+
+  void run_worker(Pool& p, Worker& w) {
+    std::unique_lock<std::mutex> lk(p.mu);
+    for (;;) {
+      if (!w.queue.empty()) {
+        Event ev = std::move(w.queue.front());
+        w.queue.pop_front();
+        hand_off(p);
+        lk.unlock();
+        // Meshes its handler spawns are owned by the event's actor.
+        if (ev.kind() != MONARCH_EVENT_STOP_ACTOR) monarch_runtime_set_owner(p.rt, ev.actor());
+        run_event(p, w, ev);
+        lk.lock();
+        continue;
+      }
+      if (p.stopping) return;
+      if (!p.leading) {
+        p.leading = true;
+        lk.unlock();
+        lead(p, w);
+        lk.lock();
+        continue;
+      }
+      if (&w != p.workers[0].get() && w.actors == 0) return;  // its actors are gone
+      p.idle.push_back(&w);
+      w.cv.wait(lk);
+      auto it = std::find(p.idle.begin(), p.idle.end(), &w);
+      if (it != p.idle.end()) p.idle.erase(it);
+    }
+  }
+
+  // Take events until one is ours (run here) or the proc stops.
+  void lead(Pool& p, Worker& w) {
+    for (;;) {
+      monarch_event* raw = nullptr;
+      monarch_event_header h{};
+      monarch_status s = monarch_runtime_next_event_header(p.rt, -1, &raw, &h);
+      std::unique_lock<std::mutex> lk(p.mu);
+      if (s != MONARCH_OK) {
+        // Stopped, or the runtime handle is gone.
+        p.leading = false;
+        stop_all(p);
+        return;
+      }
+      Event ev(raw, h);
+      if (ev.kind() == MONARCH_EVENT_STOP_PROC) {
+        p.leading = false;
+        stop_all(p);
+        return;
+      }
+      std::string key = ev.actor();
+      auto it = p.homes.find(key);
+      Worker* home = it == p.homes.end() ? nullptr : it->second;
+      if (!home && ev.kind() == MONARCH_EVENT_SPAWN) {
+        Worker* main = p.workers[0].get();
+        if (main->actors == 0) {
+          home = main;
+        } else {
+          p.workers.push_back(std::make_unique<Worker>());
+          home = p.workers.back().get();
+          home->thread = std::thread([this, &p, home] { run_worker(p, *home); });
+        }
+        home->actors++;
+        p.homes[key] = home;
+      }
+      if (!home || home == &w) {
+        p.leading = false;
+        hand_off(p);
+        lk.unlock();
+        run_event(p, w, ev);
+        return;
+      }
+      home->queue.push_back(std::move(ev));
+      auto idle = std::find(p.idle.begin(), p.idle.end(), home);
+      if (idle != p.idle.end()) {
+        p.idle.erase(idle);
+        home->cv.notify_one();
+      }
+    }
+  }
+
+  void run_event(Pool& p, Worker& w, Event& ev) {
+    bool stop = ev.kind() == MONARCH_EVENT_STOP_ACTOR;
+    std::string key = stop ? ev.actor() : std::string();
+    handle(ev);
+    if (stop) {
+      std::lock_guard<std::mutex> lk(p.mu);
+      auto it = p.homes.find(key);
+      if (it != p.homes.end() && it->second == &w) {
+        p.homes.erase(it);
+        w.actors--;
+      }
+    }
+  }
+
   ActorHost host_;
 };
 

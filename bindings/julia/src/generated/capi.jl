@@ -131,6 +131,7 @@ const FUNCTION_NAMES = (
     :monarch_event_wants_reply,
     :monarch_event_reply,
     :monarch_event_reply_error,
+    :monarch_event_fail,
     :monarch_event_reply_one_and_free,
     :monarch_event_free,
     :monarch_event_take_port,
@@ -223,6 +224,7 @@ const _fp_monarch_event_part = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_event_wants_reply = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_event_reply = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_event_reply_error = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_event_fail = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_event_reply_one_and_free = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_event_free = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_event_take_port = Ref{Ptr{Cvoid}}(C_NULL)
@@ -317,6 +319,7 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_event_wants_reply[] = Libdl.dlsym(lib, :monarch_event_wants_reply)
     _fp_monarch_event_reply[] = Libdl.dlsym(lib, :monarch_event_reply)
     _fp_monarch_event_reply_error[] = Libdl.dlsym(lib, :monarch_event_reply_error)
+    _fp_monarch_event_fail[] = Libdl.dlsym(lib, :monarch_event_fail)
     _fp_monarch_event_reply_one_and_free[] = Libdl.dlsym(lib, :monarch_event_reply_one_and_free)
     _fp_monarch_event_free[] = Libdl.dlsym(lib, :monarch_event_free)
     _fp_monarch_event_take_port[] = Libdl.dlsym(lib, :monarch_event_take_port)
@@ -410,6 +413,7 @@ monarch_event_part(ev, part, out_data, out_len) = ccall(_fp_monarch_event_part[]
 monarch_event_wants_reply(ev, out) = ccall(_fp_monarch_event_wants_reply[], Int32, (Ptr{monarch_event}, Ptr{Bool}), ev, out)
 monarch_event_reply(ev, parts_in, nparts) = ccall(_fp_monarch_event_reply[], Int32, (Ptr{monarch_event}, Ptr{monarch_bytes}, Csize_t), ev, parts_in, nparts)
 monarch_event_reply_error(ev, message, parts_in, nparts) = ccall(_fp_monarch_event_reply_error[], Int32, (Ptr{monarch_event}, Ptr{UInt8}, Ptr{monarch_bytes}, Csize_t), ev, message, parts_in, nparts)
+monarch_event_fail(ev, message, parts_in, nparts) = ccall(_fp_monarch_event_fail[], Int32, (Ptr{monarch_event}, Ptr{UInt8}, Ptr{monarch_bytes}, Csize_t), ev, message, parts_in, nparts)
 monarch_event_reply_one_and_free(ev, data, len) = ccall(_fp_monarch_event_reply_one_and_free[], Int32, (Ptr{monarch_event}, Ptr{UInt8}, Csize_t), ev, data, len)
 monarch_event_free(ev) = ccall(_fp_monarch_event_free[], Int32, (Ptr{monarch_event}, ), ev)
 monarch_event_take_port(ev, out, out_len) = ccall(_fp_monarch_event_take_port[], Int32, (Ptr{monarch_event}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), ev, out, out_len)

@@ -78,7 +78,20 @@ def endpoint(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     port to another actor. An endpoint that never answers leaves the caller
     waiting."""
     if fn is None:
-        return lambda f: Endpoint(f, **options)
+        return lambda f: _make_endpoint(f, options)
+    return _make_endpoint(fn, options)
+
+
+def _make_endpoint(fn: Callable[..., Any], options: dict) -> Endpoint:
+    if isinstance(fn, Endpoint) and (options.get("concurrent") or fn.options.get("concurrent")):
+        raise ValueError(
+            f"@concurrent_endpoint cannot be combined with another endpoint decorator "
+            f"(on {getattr(fn, '__qualname__', fn)!r}); use it alone"
+        )
+    if options.get("concurrent") and not is_async(fn):
+        raise ValueError(
+            f"@concurrent_endpoint needs an `async def` method, not {getattr(fn, '__qualname__', fn)!r}"
+        )
     return Endpoint(fn, **options)
 
 
@@ -86,7 +99,9 @@ def concurrent_endpoint(fn: Callable[..., Any] | None = None, **options: Any) ->
     """An ``async def`` endpoint whose bodies may interleave: each message
     starts a task on the actor's event loop and the actor goes on to its
     next message while the task awaits (plain async endpoints run one
-    message at a time)."""
+    message at a time). The tasks still running when the actor stops are
+    cancelled before its ``__cleanup__``. On a sync function, or combined
+    with another endpoint decorator, it raises ValueError."""
     options["concurrent"] = True
     return endpoint(fn, **options)
 
@@ -107,8 +122,6 @@ def check_endpoint_kinds(cls: type) -> None:
             seen.add(name)
             if isinstance(attr, Endpoint) and not is_raw(attr):
                 (asyn if is_async(attr._fn) else sync).append(name)
-            if isinstance(attr, Endpoint) and attr.options.get("concurrent") and not is_async(attr._fn):
-                raise TypeError(f"{cls.__qualname__}.{name} is a @concurrent_endpoint but not an async def")
     if sync and asyn:
         raise TypeError(
             f"actor class {cls.__qualname__} mixes synchronous endpoints ({', '.join(sorted(sync))}) "

@@ -56,6 +56,33 @@ def run_coroutine(coro: Coroutine[Any, Any, T], point: Point | None = None, host
     return asyncio.run_coroutine_threadsafe(in_task(coro, point, hosted), event_loop()).result()
 
 
+async def tracked(coro: Coroutine[Any, Any, T], tasks: set) -> T:
+    """Run ``coro`` as a task listed in ``tasks`` while it runs (an actor's
+    concurrent endpoint tasks, cancelled when it stops)."""
+    import asyncio  # costly to import: see the module's doc
+
+    task = asyncio.current_task()
+    tasks.add(task)
+    try:
+        return await coro
+    finally:
+        tasks.discard(task)
+
+
+async def cancel_tasks(tasks: set, timeout: float = 5.0) -> None:
+    """Cancel the tasks in ``tasks`` and wait (up to ``timeout`` seconds)
+    until they have ended. Runs on the proc's event loop, after every task
+    started before it had its first step (the loop runs callbacks in
+    order), so none is missed."""
+    import asyncio  # costly to import: see the module's doc
+
+    running = list(tasks)
+    for t in running:
+        t.cancel()
+    if running:
+        await asyncio.wait(running, timeout=timeout)
+
+
 def start_on_loop(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Start a coroutine on the proc's event loop; its future, at once."""
     import asyncio  # costly to import: see the module's doc

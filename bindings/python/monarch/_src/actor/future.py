@@ -15,6 +15,7 @@ from time import monotonic as _monotonic
 from typing import Any, Callable, Generic, TypeVar
 
 from ..._lib import ERR_TIMEOUT, check, error_for, ffi, lib, runtime
+from . import interrupt
 from .scratch import thread_scratch
 
 T = TypeVar("T")
@@ -55,10 +56,14 @@ _WAIT_SLICE_MS = 50
 
 def _wait(fut: Any, ms: int) -> int:
     """``monarch_future_wait(fut, ms)`` (``ms`` -1: forever) in slices of at
-    most ``_WAIT_SLICE_MS``, so that a signal interrupts it at once."""
+    most ``_WAIT_SLICE_MS``, so that a signal interrupts it at once (in a
+    thread other than the main one: a Ctrl-C seen by ``interrupt``)."""
+    sigints = interrupt.count
     if ms < 0:
         st = _future_wait(fut, _WAIT_SLICE_MS)
         while st == ERR_TIMEOUT:
+            if interrupt.count != sigints:
+                raise KeyboardInterrupt
             st = _future_wait(fut, _WAIT_SLICE_MS)
         return st
     if ms <= _WAIT_SLICE_MS:
@@ -66,6 +71,8 @@ def _wait(fut: Any, ms: int) -> int:
     deadline = _monotonic() + ms / 1000
     st = _future_wait(fut, _WAIT_SLICE_MS)
     while st == ERR_TIMEOUT:
+        if interrupt.count != sigints:
+            raise KeyboardInterrupt
         left = deadline - _monotonic()
         if left <= 0:
             return st

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, runtime_is_live, take_buffer
+from . import interrupt
 from .actor_mesh import A, Actor, ActorMesh, StopState, raw_parts
 from .endpoint import ANY_ENDPOINT, check_endpoint_kinds, endpoint, endpoint_names, plain_method_names
 from .future import Future, convert_none
@@ -18,7 +19,7 @@ from .pickle import dumps, to_c_parts
 from .server import Server
 from .shape import MeshFns, MeshTrait, Shape, owned_shape
 from .supervision import claim_spawn_owner, ensure_watcher
-from .value_mesh import RAW_CONVERT, convert_all
+from .value_mesh import RAW_CONVERT
 
 _gc = ffi.gc
 _new = ffi.new
@@ -93,6 +94,8 @@ def _ensure_this_proc_server():
             # A worker proc already serves its actors from its main loop.
             _this_proc_server = (None, None)
             return
+        # Ctrl-C also interrupts the actors' threads blocked in get().
+        interrupt.install()
         server = Server(rt)
         t = threading.Thread(target=server.serve, name="monarch-this-proc", daemon=True)
         t.start()
@@ -143,8 +146,11 @@ class ProcMesh(MeshTrait):
 
     def spawn(self, name: str, cls: type[A], *args: Any, **kwargs: Any) -> ActorMesh[A]:
         """Spawn one actor of ``cls`` on every proc, constructed with
-        ``cls(*args, **kwargs)``. Waits until every constructor has run;
-        raises ActorError if any of them raised."""
+        ``cls(*args, **kwargs)``. Returns at once, without waiting for the
+        constructors (as upstream): a constructor that raises is a
+        supervision failure of its actor (the owner's ``__supervise__``,
+        else ``unhandled_fault_hook``), and calls to the mesh then raise
+        SupervisionError naming the constructor's exception."""
         if not isinstance(cls, type) or not issubclass(cls, Actor):
             raise TypeError(f"spawn() needs a subclass of monarch.actor.Actor, not {cls!r}")
         if not isinstance(name, str) or not name:
@@ -184,10 +190,10 @@ class ProcMesh(MeshTrait):
         )
         if self._is_this_proc:
             _keep_for_exit(mesh)
-        ready = Future(
-            _gc(out_ready[0], _future_free), convert_all, (mesh._shape, f"constructor of {cls.__qualname__}")
-        )
-        ready.get()
+        # As upstream, spawn does not wait for the constructors: one that
+        # raises fails its actor (a supervision failure for the mesh's
+        # owner; calls to the mesh raise SupervisionError).
+        _future_free(out_ready[0])
         return mesh
 
     def spawn_native(self, name: str, type_name: str, *args: Any) -> ActorMesh[Any]:
