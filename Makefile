@@ -19,9 +19,8 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
 # Run by `make test` so they keep working; the first is `make demo`.
-# examples/python/tutorial.py is not listed: its trainer scene calls an
-# actor of its own proc, which needs each actor to run on its own.
-EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py
+EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py \
+	examples/python/tutorial.py
 JULIA_EXAMPLES := examples/julia/hello_mesh.jl examples/julia/data_parallel.jl
 JULIA := julia --startup-file=no
 
