@@ -1,39 +1,71 @@
 //! Mutual authentication of every connection with the job's secret.
 //!
-//! Before any frame is accepted, both ends prove they know the job secret
-//! `K` without sending it (HMAC-SHA256 challenge–response, fresh 32-byte
-//! nonces from the kernel on both sides):
+//! Before any frame is accepted, both ends prove they hold the job secret
+//! `K` with a password-authenticated key exchange (SPAKE2 over Ed25519,
+//! the `spake2` crate) followed by key confirmation in both directions:
 //!
 //! ```text
-//! connector -> acceptor  MAGIC nc
-//! acceptor  -> connector MAGIC na len(ida) ida HMAC(K, "monarch-acceptor"  | nc | na | ida)
-//! connector -> acceptor        len(idc) idc HMAC(K, "monarch-connector" | na | nc | idc)
+//! 1 connector -> acceptor  MAGIC  A = SPAKE2-A(K)  len(idc) idc
+//! 2 acceptor  -> connector MAGIC  B = SPAKE2-B(K)  len(ida) ida
+//! 3 connector -> acceptor  HMAC(kc, T)
+//! 4 acceptor  -> connector ACCEPTED HMAC(ka, T)   or REFUSED, then close
 //! ```
 //!
-//! `ida`/`idc` are the two ends' proc addresses (their identities), bound
-//! into the MACs. Each side checks the other's MAC in constant time and
-//! drops the connection on any mismatch, bad magic, oversized field or
-//! timeout; nothing the peer sent is ever dispatched. The acceptor answers
-//! only after the connector's challenge, so a peer that never
-//! authenticates learns nothing but a MAC over nonces it chose, which it
-//! cannot use (every session's acceptor nonce is fresh).
+//! `k` is the SPAKE2 key (from both messages, `K`, and each side's fresh
+//! ephemeral scalar), `kc`/`ka` are keys derived from `k` for each
+//! direction, and `T` is the SHA-256 of messages 1 and 2, which binds the
+//! two ends' proc addresses (their identities) into both proofs.
+//!
+//! Why a transcript gives nothing to guess against: `A` and `B` are group
+//! elements blinded by a uniformly random scalar, so they are distributed
+//! the same whatever `K` is; the proofs are MACs under `k`, which needs
+//! one side's ephemeral scalar besides `K` (a Diffie-Hellman problem). A
+//! passive eavesdropper cannot test candidate secrets offline. An active
+//! attacker gets one guess per connection: its proof (message 3) commits
+//! to one candidate, and the acceptor answers with its own proof only
+//! after that one verified; a failed proof gets `REFUSED` and the
+//! connection is closed. Weak secrets are still refused at the entry
+//! points (see `crate::secret`), since online guessing remains possible.
+//!
+//! Each side checks the other's proof in constant time and drops the
+//! connection on any mismatch, bad magic, invalid group element, oversized
+//! field or timeout; nothing the peer sent is ever dispatched. The
+//! connector waits two round trips, the acceptor one.
 //!
 //! This authenticates peers; it does not encrypt or integrity-protect the
 //! frames that follow. That is what optional TLS on TCP links is for
 //! (`crate::tls`): with TLS this handshake runs inside the TLS session (a
-//! TLS failure surfaces here as [`AuthError::Tls`]). See docs/hosts.md.
+//! TLS failure surfaces here as [`AuthError::Tls`]). See docs/security.md.
+//!
+//! The interface is two blocking functions over a byte stream,
+//! [`connect_handshake`] and [`accept_handshake`]; whoever schedules them
+//! owns the stream's timeouts.
 
 use std::io::{self, Read, Write};
 
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use rand_core::{CryptoRng, RngCore};
+use sha2::{Digest, Sha256};
+use spake2::{Ed25519Group, Identity, Password, Spake2};
 
 type HmacSha256 = Hmac<Sha256>;
 
-const MAGIC: &[u8; 8] = b"MONARCH\x01";
-const NONCE: usize = 32;
-const MAC: usize = 32;
+/// The protocol's magic bytes (the last one is its version).
+pub const MAGIC: &[u8; 8] = b"MONARCH\x02";
+/// Length of a SPAKE2 message: a side byte and a compressed point.
+pub const PAKE_MSG: usize = 33;
+/// Length of a key-confirmation tag.
+pub const TAG: usize = 32;
+/// The acceptor's status byte before its tag: the connector's proof verified.
+pub const ACCEPTED: u8 = 1;
+/// The acceptor's status byte when the connector's proof failed.
+pub const REFUSED: u8 = 0;
 const MAX_ID: usize = 4096;
+
+/// SPAKE2 role names (the proc addresses are bound through `T` instead,
+/// since the connector learns the acceptor's only in message 2).
+const ROLE_CONNECTOR: &[u8] = b"monarch-connector";
+const ROLE_ACCEPTOR: &[u8] = b"monarch-acceptor";
 
 /// Why a handshake failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +77,7 @@ pub enum AuthError {
     #[error("{0}")]
     Tls(String),
     /// The peer did not start with the monarch magic bytes.
-    #[error("peer is not a monarch endpoint (bad magic)")]
+    #[error("peer is not a monarch endpoint of this version (bad magic)")]
     BadMagic,
     #[error(
         "peer started a TLS handshake, but TLS is not configured here \
@@ -62,9 +94,18 @@ pub enum AuthError {
     /// The peer's identity is not valid UTF-8 or is too long.
     #[error("peer identity too long or not UTF-8")]
     BadIdentity,
-    /// The peer's MAC is wrong: it does not hold the job secret.
+    /// The peer's key-exchange message is not a valid SPAKE2 message.
+    #[error("peer sent an invalid key-exchange message ({0})")]
+    BadKeyExchange(String),
+    /// The peer's proof is wrong: it does not hold the job secret.
     #[error("peer failed the challenge (wrong or missing job secret)")]
     BadMac,
+    /// The acceptor refused our proof: it holds another job secret.
+    #[error("peer refused our proof: it holds a different job secret")]
+    Refused,
+    /// No random bytes from the kernel.
+    #[error("no random bytes from the kernel: {0}")]
+    Random(io::Error),
 }
 
 impl From<io::Error> for AuthError {
@@ -104,33 +145,119 @@ fn read_magic<R: Read>(r: &mut R, if_tls: AuthError) -> Result<(), AuthError> {
     }
 }
 
-fn nonce() -> Result<[u8; NONCE], AuthError> {
-    let mut buf = [0u8; NONCE];
-    crate::random::fill(&mut buf).map_err(AuthError::Io)?;
-    Ok(buf)
+/// Kernel randomness handed to SPAKE2 (which draws its ephemeral scalar
+/// from an RNG that cannot report failure): 64 bytes fetched up front,
+/// so a failing kernel source is an error here, never a panic or a
+/// guessable scalar. Longer draws extend the seed with SHA-256.
+struct KernelSeed {
+    seed: [u8; 64],
+    pos: usize,
+    block: u64,
 }
 
-fn mac(secret: &[u8], label: &[u8], a: &[u8], b: &[u8], id: &[u8]) -> [u8; MAC] {
-    let mut m = <HmacSha256 as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
+impl KernelSeed {
+    fn new() -> Result<KernelSeed, AuthError> {
+        let mut seed = [0u8; 64];
+        crate::random::fill(&mut seed).map_err(AuthError::Random)?;
+        Ok(KernelSeed {
+            seed,
+            pos: 0,
+            block: 0,
+        })
+    }
+}
+
+impl RngCore for KernelSeed {
+    fn next_u32(&mut self) -> u32 {
+        rand_core::impls::next_u32_via_fill(self)
+    }
+    fn next_u64(&mut self) -> u64 {
+        rand_core::impls::next_u64_via_fill(self)
+    }
+    fn fill_bytes(&mut self, out: &mut [u8]) {
+        for b in out {
+            if self.pos == self.seed.len() {
+                let mut h = Sha256::new();
+                h.update(self.seed);
+                h.update(self.block.to_le_bytes());
+                self.block += 1;
+                let d = h.finalize();
+                self.seed[..32].copy_from_slice(&d);
+                self.seed[32..].copy_from_slice(&Sha256::digest(d));
+                self.pos = 0;
+            }
+            *b = self.seed[self.pos];
+            self.pos += 1;
+        }
+    }
+    fn try_fill_bytes(&mut self, out: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.fill_bytes(out);
+        Ok(())
+    }
+}
+
+impl CryptoRng for KernelSeed {}
+
+fn start(secret: &[u8], connector: bool) -> Result<(Spake2<Ed25519Group>, Vec<u8>), AuthError> {
+    let pw = Password::new(secret);
+    let (c, a) = (Identity::new(ROLE_CONNECTOR), Identity::new(ROLE_ACCEPTOR));
+    let rng = KernelSeed::new()?;
+    Ok(if connector {
+        Spake2::start_a_with_rng(&pw, &c, &a, rng)
+    } else {
+        Spake2::start_b_with_rng(&pw, &c, &a, rng)
+    })
+}
+
+/// The two directions' confirmation keys, from the SPAKE2 key.
+struct Keys {
+    connector: [u8; 32],
+    acceptor: [u8; 32],
+}
+
+fn derive(k: &[u8], label: &[u8]) -> [u8; 32] {
+    let mut m = <HmacSha256 as Mac>::new_from_slice(k).expect("HMAC takes any key length");
     m.update(label);
-    m.update(a);
-    m.update(b);
-    m.update(&(id.len() as u32).to_le_bytes());
-    m.update(id);
     m.finalize().into_bytes().into()
 }
 
-fn check(secret: &[u8], label: &[u8], a: &[u8], b: &[u8], id: &[u8], got: &[u8]) -> bool {
-    let mut m = <HmacSha256 as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
-    m.update(label);
-    m.update(a);
-    m.update(b);
-    m.update(&(id.len() as u32).to_le_bytes());
-    m.update(id);
+fn keys(pake: Spake2<Ed25519Group>, peer_msg: &[u8]) -> Result<Keys, AuthError> {
+    let k = pake
+        .finish(peer_msg)
+        .map_err(|e| AuthError::BadKeyExchange(e.to_string()))?;
+    Ok(Keys {
+        connector: derive(&k, b"monarch confirm connector"),
+        acceptor: derive(&k, b"monarch confirm acceptor"),
+    })
+}
+
+fn tag(key: &[u8; 32], transcript: &[u8; 32]) -> [u8; TAG] {
+    let mut m = <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(transcript);
+    m.finalize().into_bytes().into()
+}
+
+fn tag_ok(key: &[u8; 32], transcript: &[u8; 32], got: &[u8]) -> bool {
+    let mut m = <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(transcript);
     m.verify_slice(got).is_ok() // constant time
 }
 
-fn read_id<R: Read>(r: &mut R) -> Result<String, AuthError> {
+/// Messages 1 and 2 as sent: MAGIC, the SPAKE2 message, the identity.
+fn hello(pake_msg: &[u8], id: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + PAKE_MSG + 2 + id.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(pake_msg);
+    out.extend_from_slice(&(id.len() as u16).to_le_bytes());
+    out.extend_from_slice(id.as_bytes());
+    out
+}
+
+/// Read the rest of a peer's hello after its magic; returns the message
+/// as the peer sent it (for the transcript), its SPAKE2 part and identity.
+fn read_hello<R: Read>(r: &mut R) -> Result<(Vec<u8>, [u8; PAKE_MSG], String), AuthError> {
+    let mut pake_msg = [0u8; PAKE_MSG];
+    r.read_exact(&mut pake_msg)?;
     let mut len = [0u8; 2];
     r.read_exact(&mut len)?;
     let len = u16::from_le_bytes(len) as usize;
@@ -139,12 +266,16 @@ fn read_id<R: Read>(r: &mut R) -> Result<String, AuthError> {
     }
     let mut id = vec![0u8; len];
     r.read_exact(&mut id)?;
-    String::from_utf8(id).map_err(|_| AuthError::BadIdentity)
+    let id = String::from_utf8(id).map_err(|_| AuthError::BadIdentity)?;
+    Ok((hello(&pake_msg, &id), pake_msg, id))
 }
 
-fn put_id(out: &mut Vec<u8>, id: &str) {
-    out.extend_from_slice(&(id.len() as u16).to_le_bytes());
-    out.extend_from_slice(id.as_bytes());
+fn transcript(m1: &[u8], m2: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update((m1.len() as u32).to_le_bytes());
+    h.update(m1);
+    h.update(m2);
+    h.finalize().into()
 }
 
 /// Connector side. Returns the acceptor's identity.
@@ -156,61 +287,60 @@ pub fn connect_handshake<S: Read + Write>(
     if my_id.len() > MAX_ID {
         return Err(AuthError::BadIdentity);
     }
-    let nc = nonce()?;
-    let mut out = Vec::with_capacity(8 + NONCE);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&nc);
-    s.write_all(&out)?;
+    let (pake, pake_msg) = start(secret, true)?;
+    let m1 = hello(&pake_msg, my_id);
+    s.write_all(&m1)?;
     read_magic(s, AuthError::PeerWantsTls)?;
-    let mut na = [0u8; NONCE];
-    s.read_exact(&mut na)?;
-    let ida = read_id(s)?;
-    let mut ma = [0u8; MAC];
-    s.read_exact(&mut ma)?;
-    if !check(secret, b"monarch-acceptor", &nc, &na, ida.as_bytes(), &ma) {
+    let (m2, peer_msg, ida) = read_hello(s)?;
+    let keys = keys(pake, &peer_msg)?;
+    let t = transcript(&m1, &m2);
+    s.write_all(&tag(&keys.connector, &t))?;
+    let mut status = [0u8; 1];
+    match s.read_exact(&mut status) {
+        Ok(()) => {}
+        // The acceptor hangs up on a wrong proof (it may not wait to say so).
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(AuthError::Refused),
+        Err(e) => return Err(e.into()),
+    }
+    if status[0] != ACCEPTED {
+        return Err(AuthError::Refused);
+    }
+    let mut ta = [0u8; TAG];
+    s.read_exact(&mut ta)?;
+    if !tag_ok(&keys.acceptor, &t, &ta) {
         return Err(AuthError::BadMac);
     }
-    let mut out = Vec::with_capacity(2 + my_id.len() + MAC);
-    put_id(&mut out, my_id);
-    out.extend_from_slice(&mac(
-        secret,
-        b"monarch-connector",
-        &na,
-        &nc,
-        my_id.as_bytes(),
-    ));
-    s.write_all(&out)?;
     Ok(ida)
 }
 
-/// Acceptor side. Returns the connector's identity.
+/// Acceptor side. Returns the connector's identity. Nothing it sends
+/// before the connector's proof verified depends on the secret in a way
+/// that can be tested (see the module docs).
 pub fn accept_handshake<S: Read + Write>(
     s: &mut S,
     secret: &[u8],
     my_id: &str,
 ) -> Result<String, AuthError> {
+    if my_id.len() > MAX_ID {
+        return Err(AuthError::BadIdentity);
+    }
     read_magic(s, AuthError::UnexpectedTls)?;
-    let mut nc = [0u8; NONCE];
-    s.read_exact(&mut nc)?;
-    let na = nonce()?;
-    let mut out = Vec::with_capacity(8 + NONCE + 2 + my_id.len() + MAC);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&na);
-    put_id(&mut out, my_id);
-    out.extend_from_slice(&mac(
-        secret,
-        b"monarch-acceptor",
-        &nc,
-        &na,
-        my_id.as_bytes(),
-    ));
-    s.write_all(&out)?;
-    let idc = read_id(s)?;
-    let mut mc = [0u8; MAC];
-    s.read_exact(&mut mc)?;
-    if !check(secret, b"monarch-connector", &na, &nc, idc.as_bytes(), &mc) {
+    let (m1, peer_msg, idc) = read_hello(s)?;
+    let (pake, pake_msg) = start(secret, false)?;
+    let keys = keys(pake, &peer_msg)?;
+    let m2 = hello(&pake_msg, my_id);
+    s.write_all(&m2)?;
+    let t = transcript(&m1, &m2);
+    let mut tc = [0u8; TAG];
+    s.read_exact(&mut tc)?;
+    if !tag_ok(&keys.connector, &t, &tc) {
+        let _ = s.write_all(&[REFUSED]);
         return Err(AuthError::BadMac);
     }
+    let mut out = [0u8; 1 + TAG];
+    out[0] = ACCEPTED;
+    out[1..].copy_from_slice(&tag(&keys.acceptor, &t));
+    s.write_all(&out)?;
     Ok(idc)
 }
 
@@ -244,9 +374,9 @@ mod tests {
     #[test]
     fn wrong_secret_is_refused_by_both() {
         let (ra, rc) = run(b"secret", b"guess");
-        // The connector refuses the acceptor's proof first and hangs up.
-        assert!(matches!(rc, Err(AuthError::BadMac)));
-        assert!(ra.is_err());
+        // The acceptor checks the connector's proof first and refuses it.
+        assert!(matches!(ra, Err(AuthError::BadMac)), "{ra:?}");
+        assert!(matches!(rc, Err(AuthError::Refused)), "{rc:?}");
     }
 
     /// One end with TLS, the other plain: (acceptor's error, connector's).
