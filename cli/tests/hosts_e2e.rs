@@ -25,7 +25,7 @@ use monarch_core::{
     ActorMesh, CallMode, HostMesh, MeshView, PointValue, ProcMesh, Runtime, ValueMesh,
 };
 
-const SECRET: &str = "hosts-e2e-test-secret";
+const SECRET: &str = "7db7350edf9857cbb27ff510752cc65146e6b3099db2e48bbb28b9e02903eedf";
 fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -267,7 +267,7 @@ fn hostile_clients_are_refused_and_the_agent_keeps_serving() {
 #[test]
 fn a_controller_with_the_wrong_secret_cannot_attach() {
     init();
-    let a = Agent::start("some other job's secret");
+    let a = Agent::start("912bde144565e01cb02ef6e021e053e3d2c627c10fd118cf63e3f4451d1da2d3");
     let c = Controller {
         rt: Runtime::new().unwrap(),
     };

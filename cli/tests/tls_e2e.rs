@@ -27,7 +27,7 @@ use monarch_core::tls::TlsConfig;
 use monarch_core::transport::Stream;
 use monarch_core::{ActorMesh, CallMode, HostMesh, MeshView, PointValue};
 
-const SECRET: &str = "tls-e2e-test-secret";
+const SECRET: &str = "379a62943c94695ed7cdb337d712552eda41d10ec5f990e6d1be0ea4aa20e06c";
 /// PEM files: one CA with leaves for the controller and agents, and a
 /// second CA with a leaf ("intruder").
 struct Pki {

@@ -353,7 +353,7 @@ fn exchange_works(rt: &Runtime, secret: &str) {
 fn runtime_survives_hostile_tcp_peers() {
     let seed = seed();
     let mut rng = Rng(seed ^ 0x5443_5000);
-    let secret = "fuzz-secret-0123456789abcdef0123456789";
+    let secret = &monarch_core::secret::generate().unwrap();
     let rt = agent(secret);
     let addr = rt.addr().strip_prefix("tcp:").unwrap().to_string();
     let handshakes = client_bytes(secret.as_bytes());
