@@ -62,10 +62,12 @@ pub const ACCEPTED: u8 = 1;
 pub const REFUSED: u8 = 0;
 const MAX_ID: usize = 4096;
 
-/// SPAKE2 role names (the proc addresses are bound through `T` instead,
-/// since the connector learns the acceptor's only in message 2).
-const ROLE_CONNECTOR: &[u8] = b"monarch-connector";
-const ROLE_ACCEPTOR: &[u8] = b"monarch-acceptor";
+/// The connector's SPAKE2 identity (side A). The proc addresses are bound
+/// through `T` instead, since the connector learns the acceptor's only in
+/// message 2.
+pub const ROLE_CONNECTOR: &[u8] = b"monarch-connector";
+/// The acceptor's SPAKE2 identity (side B).
+pub const ROLE_ACCEPTOR: &[u8] = b"monarch-acceptor";
 
 /// Why a handshake failed.
 #[derive(Debug, thiserror::Error)]
@@ -221,14 +223,30 @@ fn derive(k: &[u8], label: &[u8]) -> [u8; 32] {
     m.finalize().into_bytes().into()
 }
 
+impl Keys {
+    fn from_spake2(k: &[u8]) -> Keys {
+        Keys {
+            connector: derive(k, b"monarch confirm connector"),
+            acceptor: derive(k, b"monarch confirm acceptor"),
+        }
+    }
+}
+
 fn keys(pake: Spake2<Ed25519Group>, peer_msg: &[u8]) -> Result<Keys, AuthError> {
     let k = pake
         .finish(peer_msg)
         .map_err(|e| AuthError::BadKeyExchange(e.to_string()))?;
-    Ok(Keys {
-        connector: derive(&k, b"monarch confirm connector"),
-        acceptor: derive(&k, b"monarch confirm acceptor"),
-    })
+    Ok(Keys::from_spake2(&k))
+}
+
+/// The two proofs (connector's, acceptor's) of a session whose SPAKE2 key
+/// is `spake2_key` and whose hellos were `hello_c` and `hello_a` (both
+/// from their magic on). What an attacker must compute to test a guess;
+/// public so tests can show that it cannot.
+pub fn proofs(spake2_key: &[u8], hello_c: &[u8], hello_a: &[u8]) -> ([u8; TAG], [u8; TAG]) {
+    let k = Keys::from_spake2(spake2_key);
+    let t = transcript(hello_c, hello_a);
+    (tag(&k.connector, &t), tag(&k.acceptor, &t))
 }
 
 fn tag(key: &[u8; 32], transcript: &[u8; 32]) -> [u8; TAG] {
