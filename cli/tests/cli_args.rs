@@ -126,7 +126,11 @@ fn worker_with_a_plugin_but_no_controller_refuses_to_start() {
 fn secret_prints_a_fresh_strong_secret() {
     let o = monarch(&["secret", "--help"]);
     assert!(o.status.success());
-    assert!(stdout(&o).contains("Usage: monarch secret"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("Usage: monarch secret"),
+        "{}",
+        stdout(&o)
+    );
     assert!(stdout(&monarch(&["--help"])).contains("secret"));
     let a = monarch(&["secret"]);
     let b = monarch(&["secret"]);
@@ -182,5 +186,8 @@ fn host_refuses_a_weak_secret_and_takes_one_from_monarch_secret() {
     }
     let strong = stdout(&monarch(&["secret"])).trim_end().to_string();
     let (ready, err) = host_with_secret(&strong);
-    assert!(ready.is_some(), "the agent refused `monarch secret`'s secret: {err}");
+    assert!(
+        ready.is_some(),
+        "the agent refused `monarch secret`'s secret: {err}"
+    );
 }

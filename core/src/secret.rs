@@ -79,7 +79,13 @@ fn word_like(chars: &[char]) -> bool {
 /// earlier (overlapping allowed, so `aaaa…` repeats its first `a`).
 fn repeat_len(s: &[char], i: usize) -> usize {
     (0..i)
-        .map(|j| s[i..].iter().zip(&s[j..]).take_while(|(a, b)| a == b).count())
+        .map(|j| {
+            s[i..]
+                .iter()
+                .zip(&s[j..])
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
         .max()
         .unwrap_or(0)
 }

@@ -119,7 +119,10 @@ fn assert_hello_then_refused(from_acceptor: &[u8], acceptor_id: &str) {
     assert_eq!(&from_acceptor[..MAGIC.len()], MAGIC);
     assert_eq!(from_acceptor[MAGIC.len()], b'B', "a SPAKE2 side-B message");
     let h = hello_len(from_acceptor);
-    assert_eq!(&from_acceptor[h - acceptor_id.len()..h], acceptor_id.as_bytes());
+    assert_eq!(
+        &from_acceptor[h - acceptor_id.len()..h],
+        acceptor_id.as_bytes()
+    );
     assert_eq!(
         &from_acceptor[h..],
         [REFUSED],
@@ -130,8 +133,16 @@ fn assert_hello_then_refused(from_acceptor: &[u8], acceptor_id: &str) {
 #[test]
 fn a_failed_connection_reveals_nothing_to_test_a_guess_against() {
     let s = session(SECRET, "letmein");
-    assert!(matches!(s.acceptor, Err(AuthError::BadMac)), "{:?}", s.acceptor);
-    assert!(matches!(s.connector, Err(AuthError::Refused)), "{:?}", s.connector);
+    assert!(
+        matches!(s.acceptor, Err(AuthError::BadMac)),
+        "{:?}",
+        s.acceptor
+    );
+    assert!(
+        matches!(s.connector, Err(AuthError::Refused)),
+        "{:?}",
+        s.connector
+    );
     // Before the connector's proof, the acceptor sent only its hello: the
     // blinded element B = y·G + w·N is uniformly distributed whatever the
     // secret w is, so it answers no question about w. After the failed
@@ -255,7 +266,9 @@ fn a_recorded_session_singles_out_no_candidate() {
     c.write_all(&hello_c).unwrap();
     let mut hello_a = vec![0u8; MAGIC.len() + PAKE_MSG + 2 + "unix:/x".len()];
     c.read_exact(&mut hello_a).unwrap();
-    let k = pake.finish(&hello_a[MAGIC.len()..MAGIC.len() + PAKE_MSG]).unwrap();
+    let k = pake
+        .finish(&hello_a[MAGIC.len()..MAGIC.len() + PAKE_MSG])
+        .unwrap();
     c.write_all(&proofs(&k, &hello_c, &hello_a).0).unwrap();
     let mut status = [0u8; 1 + TAG];
     c.read_exact(&mut status).unwrap();
@@ -294,7 +307,11 @@ fn one_connection_tests_at_most_the_guess_it_committed_to() {
         let (acceptor, msg_b) = side_b(SECRET, 5);
         let acceptor_key = acceptor.finish(&msg_a).unwrap();
         let found = matching(|w| side_a(w, 3).0.finish(&msg_b).unwrap() == acceptor_key);
-        let expected: Vec<&str> = if guess == SECRET { vec![SECRET] } else { vec![] };
+        let expected: Vec<&str> = if guess == SECRET {
+            vec![SECRET]
+        } else {
+            vec![]
+        };
         assert_eq!(found, expected, "guess {guess}");
     }
 }
