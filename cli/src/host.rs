@@ -1,7 +1,7 @@
 //! `monarch host`: the host agent.
 //!
 //! Listens on TCP, authenticates every connection with the job secret
-//! (HMAC challenge-response, `monarch_core::auth`), and serves the
+//! (SPAKE2 and key confirmation, `monarch_core::auth`), and serves the
 //! built-in actor `AGENT_ACTOR` for controllers: `prepare` binds listening
 //! sockets for new procs (so the controller knows their addresses before
 //! they start), `start` starts them with the bootstrap environment (their

@@ -297,7 +297,11 @@ fn tls_with_the_wrong_job_secret_is_refused() {
     let mut a = Agent::start(Some("agent0"));
     // A valid certificate of the job's CA, but the wrong secret.
     let e = raw_client(&a.addr, Some("agent1"), "not the job secret").unwrap_err();
-    assert!(matches!(e, AuthError::BadMac), "{e}");
+    assert!(matches!(e, AuthError::Refused), "{e}");
+    a.logged(&[
+        "dropping unauthenticated connection",
+        "peer failed the challenge",
+    ]);
     assert!(a.alive());
     serves_on(&tls_controller(), &a);
 }
