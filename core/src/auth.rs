@@ -38,9 +38,11 @@
 //! (`crate::tls`): with TLS this handshake runs inside the TLS session (a
 //! TLS failure surfaces here as [`AuthError::Tls`]). See docs/security.md.
 //!
-//! The interface is two blocking functions over a byte stream,
-//! [`connect_handshake`] and [`accept_handshake`]; whoever schedules them
-//! owns the stream's timeouts.
+//! The interface: [`connect_handshake`] and [`accept_handshake`], blocking
+//! functions over a byte stream, and [`Acceptor`], the acceptor's side as a
+//! state machine over bytes for a scheduler that reads without blocking
+//! (`accept_handshake` drives one). Whoever schedules them owns the
+//! deadlines.
 
 use std::io::{self, Read, Write};
 
@@ -332,170 +334,253 @@ pub fn connect_handshake<S: Read + Write>(
     Ok(ida)
 }
 
-/// Acceptor side. Returns the connector's identity. Nothing it sends
-/// before the connector's proof verified depends on the secret in a way
-/// that can be tested (see the module docs).
+/// What the acceptor's scheduler does next (see [`Acceptor::feed`]).
+#[derive(Debug)]
+pub enum Step {
+    /// Read more bytes (at most [`Acceptor::needed`]); nothing to send.
+    Read,
+    /// Send these bytes, call [`Acceptor::after_send`], then read more.
+    Send(Vec<u8>),
+    /// Send these bytes: the connector is authenticated as `peer`.
+    Accepted {
+        /// The acceptor's proof.
+        send: Vec<u8>,
+        /// The connector's identity (proc address).
+        peer: String,
+    },
+    /// Send these bytes (possibly none), then close the connection.
+    Refused {
+        /// `REFUSED` after a wrong proof, else nothing.
+        send: Vec<u8>,
+        /// Why.
+        error: AuthError,
+    },
+}
+
+/// Magic, SPAKE2 message and identity length: the fixed part of a hello.
+const HELLO_HEAD: usize = MAGIC.len() + PAKE_MSG + 2;
+
+enum Phase {
+    /// Reading the connector's hello.
+    Hello(Spake2<Ed25519Group>, Vec<u8>),
+    /// Our hello is out; the key exchange is finished by `after_send`.
+    Exchange {
+        pake: Spake2<Ed25519Group>,
+        peer_msg: [u8; PAKE_MSG],
+        transcript: [u8; 32],
+        peer: String,
+    },
+    /// Reading the connector's proof.
+    Proof {
+        keys: Result<Keys, AuthError>,
+        transcript: [u8; 32],
+        peer: String,
+    },
+    /// Accepted or refused: nothing more to read.
+    Done,
+}
+
+/// The acceptor's side of the handshake as a state machine over bytes,
+/// for a scheduler that reads without blocking (and what
+/// [`accept_handshake`] runs on a blocking stream). Feed it the bytes
+/// that arrive, never more than [`Acceptor::needed`] at a time, and do
+/// what each [`Step`] says. It makes its own SPAKE2 message when created,
+/// so that work overlaps the connector's.
+pub struct Acceptor {
+    my_id: String,
+    phase: Phase,
+    /// The part of the message being read that has arrived.
+    buf: Vec<u8>,
+}
+
+impl Acceptor {
+    /// An acceptor holding `secret`, known to peers as `my_id`.
+    pub fn new(secret: &[u8], my_id: &str) -> Result<Acceptor, AuthError> {
+        if my_id.len() > MAX_ID {
+            return Err(AuthError::BadIdentity);
+        }
+        let (pake, pake_msg) = start(secret, false)?;
+        Ok(Acceptor {
+            my_id: my_id.to_string(),
+            phase: Phase::Hello(pake, pake_msg),
+            buf: Vec::with_capacity(HELLO_HEAD),
+        })
+    }
+
+    /// How many more bytes the current message needs (0 when done).
+    pub fn needed(&self) -> usize {
+        match self.phase {
+            Phase::Hello(..) if self.buf.len() < HELLO_HEAD => HELLO_HEAD - self.buf.len(),
+            Phase::Hello(..) => {
+                let len = u16::from_le_bytes([self.buf[HELLO_HEAD - 2], self.buf[HELLO_HEAD - 1]]);
+                HELLO_HEAD + len as usize - self.buf.len()
+            }
+            Phase::Exchange { .. } | Phase::Proof { .. } => TAG - self.buf.len(),
+            Phase::Done => 0,
+        }
+    }
+
+    /// Why the handshake failed when the peer hung up before it ended:
+    /// TLS bytes where the magic should be mean a TLS peer.
+    pub fn eof(&self) -> AuthError {
+        match self.phase {
+            Phase::Hello(..) if looks_like_tls(&self.buf) => AuthError::UnexpectedTls,
+            _ => AuthError::Io(io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+
+    fn refuse(&mut self, send: Vec<u8>, error: AuthError) -> Step {
+        self.phase = Phase::Done;
+        Step::Refused { send, error }
+    }
+
+    /// Take bytes read from the connector (at most [`Acceptor::needed`]).
+    pub fn feed(&mut self, bytes: &[u8]) -> Step {
+        if bytes.len() > self.needed() {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidData,
+                "more bytes than the handshake needs",
+            );
+            return self.refuse(Vec::new(), AuthError::Io(e));
+        }
+        self.buf.extend_from_slice(bytes);
+        let magic = MAGIC.len().min(self.buf.len());
+        if matches!(self.phase, Phase::Hello(..)) && self.buf[..magic] != MAGIC[..magic] {
+            let e = if looks_like_tls(&self.buf) {
+                AuthError::UnexpectedTls
+            } else if self.buf.len() < 2 {
+                return Step::Read; // a TLS record or not: told by the next byte
+            } else {
+                AuthError::BadMagic
+            };
+            return self.refuse(Vec::new(), e);
+        }
+        if self.buf.len() == HELLO_HEAD && matches!(self.phase, Phase::Hello(..)) {
+            let len = u16::from_le_bytes([self.buf[HELLO_HEAD - 2], self.buf[HELLO_HEAD - 1]]);
+            if len as usize > MAX_ID {
+                return self.refuse(Vec::new(), AuthError::BadIdentity);
+            }
+        }
+        if self.needed() > 0 {
+            return Step::Read;
+        }
+        let m = std::mem::take(&mut self.buf);
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Hello(pake, pake_msg) => {
+                let Ok(peer) = String::from_utf8(m[HELLO_HEAD..].to_vec()) else {
+                    return self.refuse(Vec::new(), AuthError::BadIdentity);
+                };
+                let mut peer_msg = [0u8; PAKE_MSG];
+                peer_msg.copy_from_slice(&m[MAGIC.len()..MAGIC.len() + PAKE_MSG]);
+                let m2 = hello(&pake_msg, &self.my_id);
+                self.phase = Phase::Exchange {
+                    pake,
+                    peer_msg,
+                    transcript: transcript(&m, &m2),
+                    peer,
+                };
+                Step::Send(m2)
+            }
+            phase @ Phase::Exchange { .. } => {
+                self.phase = phase;
+                self.after_send();
+                self.buf = m;
+                self.check_proof()
+            }
+            phase @ Phase::Proof { .. } => {
+                self.phase = phase;
+                self.buf = m;
+                self.check_proof()
+            }
+            Phase::Done => self.refuse(
+                Vec::new(),
+                AuthError::Io(io::ErrorKind::UnexpectedEof.into()),
+            ),
+        }
+    }
+
+    /// Finish the key exchange (the curve arithmetic that can wait until
+    /// our hello is sent). `feed` does it when it was not called.
+    pub fn after_send(&mut self) {
+        if let Phase::Exchange { .. } = self.phase {
+            let Phase::Exchange {
+                pake,
+                peer_msg,
+                transcript,
+                peer,
+            } = std::mem::replace(&mut self.phase, Phase::Done)
+            else {
+                unreachable!()
+            };
+            self.phase = Phase::Proof {
+                keys: keys(pake, &peer_msg),
+                transcript,
+                peer,
+            };
+        }
+    }
+
+    fn check_proof(&mut self) -> Step {
+        let Phase::Proof {
+            keys,
+            transcript,
+            peer,
+        } = std::mem::replace(&mut self.phase, Phase::Done)
+        else {
+            unreachable!("check_proof runs in the proof phase")
+        };
+        let keys = match keys {
+            Ok(k) => k,
+            Err(e) => return self.refuse(vec![REFUSED], e),
+        };
+        if !tag_ok(&keys.connector, &transcript, &self.buf) {
+            return self.refuse(vec![REFUSED], AuthError::BadMac);
+        }
+        let mut send = Vec::with_capacity(1 + TAG);
+        send.push(ACCEPTED);
+        send.extend_from_slice(&tag(&keys.acceptor, &transcript));
+        Step::Accepted { send, peer }
+    }
+}
+
+/// Acceptor side on a blocking stream (an [`Acceptor`] driven by reads
+/// and writes). Returns the connector's identity. Nothing it sends before
+/// the connector's proof verified depends on the secret in a way that
+/// can be tested (see the module docs).
 pub fn accept_handshake<S: Read + Write>(
     s: &mut S,
     secret: &[u8],
     my_id: &str,
 ) -> Result<String, AuthError> {
-    if my_id.len() > MAX_ID {
-        return Err(AuthError::BadIdentity);
+    let mut acc = Acceptor::new(secret, my_id)?;
+    let mut buf = [0u8; HELLO_HEAD + MAX_ID];
+    loop {
+        let want = acc.needed();
+        let n = match s.read(&mut buf[..want]) {
+            Ok(0) => return Err(acc.eof()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        match acc.feed(&buf[..n]) {
+            Step::Read => {}
+            Step::Send(b) => {
+                s.write_all(&b)?;
+                acc.after_send();
+            }
+            Step::Accepted { send, peer } => {
+                s.write_all(&send)?;
+                return Ok(peer);
+            }
+            Step::Refused { send, error } => {
+                if !send.is_empty() {
+                    let _ = s.write_all(&send);
+                }
+                return Err(error);
+            }
+        }
     }
-    // Our message does not depend on the connector's: make it while the
-    // connector makes its own, and send it before finishing the exchange,
-    // so that both ends' curve arithmetic overlaps.
-    let (pake, pake_msg) = start(secret, false)?;
-    read_magic(s, AuthError::UnexpectedTls)?;
-    let (m1, peer_msg, idc) = read_hello(s)?;
-    let m2 = hello(&pake_msg, my_id);
-    s.write_all(&m2)?;
-    let keys = keys(pake, &peer_msg)?;
-    let t = transcript(&m1, &m2);
-    let mut tc = [0u8; TAG];
-    s.read_exact(&mut tc)?;
-    if !tag_ok(&keys.connector, &t, &tc) {
-        let _ = s.write_all(&[REFUSED]);
-        return Err(AuthError::BadMac);
-    }
-    let mut out = [0u8; 1 + TAG];
-    out[0] = ACCEPTED;
-    out[1..].copy_from_slice(&tag(&keys.acceptor, &t));
-    s.write_all(&out)?;
-    Ok(idc)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::net::UnixStream;
-
-    fn run(
-        ks: &'static [u8],
-        kc: &'static [u8],
-    ) -> (Result<String, AuthError>, Result<String, AuthError>) {
-        let (mut a, mut c) = UnixStream::pair().unwrap();
-        let t = std::thread::spawn(move || {
-            let r = accept_handshake(&mut a, ks, "unix:/acceptor");
-            drop(a);
-            r
-        });
-        let rc = connect_handshake(&mut c, kc, "tcp:1.2.3.4:5");
-        drop(c);
-        (t.join().unwrap(), rc)
-    }
-
-    #[test]
-    fn same_secret_authenticates_both_ways() {
-        let (ra, rc) = run(b"secret", b"secret");
-        assert_eq!(ra.unwrap(), "tcp:1.2.3.4:5");
-        assert_eq!(rc.unwrap(), "unix:/acceptor");
-    }
-
-    #[test]
-    fn wrong_secret_is_refused_by_both() {
-        let (ra, rc) = run(b"secret", b"guess");
-        // The acceptor checks the connector's proof first and refuses it.
-        assert!(matches!(ra, Err(AuthError::BadMac)), "{ra:?}");
-        assert!(matches!(rc, Err(AuthError::Refused)), "{rc:?}");
-    }
-
-    /// One end with TLS, the other plain: (acceptor's error, connector's).
-    fn mixed(tls_acceptor: bool) -> (AuthError, AuthError) {
-        use crate::transport::Stream;
-        let (ca, leaves) = crate::tls::tests::test_pki(1);
-        let cfg = crate::tls::TlsConfig::from_pem(
-            leaves[0].0.as_bytes(),
-            leaves[0].1.as_bytes(),
-            ca.as_bytes(),
-        )
-        .unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (a, _) = l.accept().unwrap();
-        let t = std::time::Duration::from_secs(20);
-        a.set_read_timeout(Some(t)).unwrap();
-        c.set_read_timeout(Some(t)).unwrap();
-        let (mut a, mut c) = if tls_acceptor {
-            (Stream::tcp(a, Some(&cfg), true).unwrap(), Stream::Tcp(c))
-        } else {
-            (Stream::Tcp(a), Stream::tcp(c, Some(&cfg), false).unwrap())
-        };
-        let th = std::thread::spawn(move || {
-            let r = accept_handshake(&mut a, b"k", "acceptor");
-            drop(a); // hang up, as the runtime does
-            r
-        });
-        let rc = connect_handshake(&mut c, b"k", "connector");
-        (th.join().unwrap().unwrap_err(), rc.unwrap_err())
-    }
-
-    #[test]
-    fn plain_connector_meets_tls_acceptor() {
-        let (ea, ec) = mixed(true);
-        assert!(
-            matches!(&ea, AuthError::Tls(m) if m.contains("does not speak TLS")),
-            "{ea}"
-        );
-        assert!(matches!(ec, AuthError::PeerWantsTls), "{ec}");
-    }
-
-    #[test]
-    fn tls_connector_meets_plain_acceptor() {
-        let (ea, ec) = mixed(false);
-        assert!(matches!(ea, AuthError::UnexpectedTls), "{ea}");
-        assert!(
-            matches!(&ec, AuthError::Tls(m) if m.contains("handshake")),
-            "{ec}"
-        );
-    }
-
-    #[test]
-    fn garbage_is_bad_magic() {
-        let (mut a, mut c) = UnixStream::pair().unwrap();
-        c.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-        assert!(matches!(
-            accept_handshake(&mut a, b"k", "x"),
-            Err(AuthError::BadMagic)
-        ));
-    }
-
-    #[test]
-    fn secret_never_appears_on_the_wire() {
-        let (mut a, mut c) = UnixStream::pair().unwrap();
-        let secret: &'static [u8] = b"a-very-recognizable-secret";
-        let t = std::thread::spawn(move || {
-            let mut seen = Vec::new();
-            // Record what the acceptor sends by running it on a pipe pair.
-            let r = accept_handshake(&mut a, secret, "id");
-            let _ = a.read_to_end(&mut seen);
-            r
-        });
-        let mut wire = Vec::new();
-        {
-            // A recording wrapper around the connector's stream.
-            struct Rec<'a>(&'a mut UnixStream, &'a mut Vec<u8>);
-            impl Read for Rec<'_> {
-                fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-                    let n = self.0.read(b)?;
-                    self.1.extend_from_slice(&b[..n]);
-                    Ok(n)
-                }
-            }
-            impl Write for Rec<'_> {
-                fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-                    self.1.extend_from_slice(b);
-                    self.0.write(b)
-                }
-                fn flush(&mut self) -> io::Result<()> {
-                    Ok(())
-                }
-            }
-            connect_handshake(&mut Rec(&mut c, &mut wire), secret, "me").unwrap();
-        }
-        drop(c);
-        t.join().unwrap().unwrap();
-        assert!(!wire.windows(secret.len()).any(|w| w == secret));
-    }
-}
+mod tests;
