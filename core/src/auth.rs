@@ -41,8 +41,8 @@
 //! The interface: [`connect_handshake`] and [`accept_handshake`], blocking
 //! functions over a byte stream, and [`Acceptor`], the acceptor's side as a
 //! state machine over bytes for a scheduler that reads without blocking
-//! (`accept_handshake` drives one). Whoever schedules them owns the
-//! deadlines.
+//! (`accept_handshake` drives one; so can a poller). Whoever schedules them
+//! owns the deadlines.
 
 use std::io::{self, Read, Write};
 
@@ -334,251 +334,243 @@ pub fn connect_handshake<S: Read + Write>(
     Ok(ida)
 }
 
-/// What the acceptor's scheduler does next (see [`Acceptor::feed`]).
+/// What an [`Acceptor`] needs or does next.
 #[derive(Debug)]
 pub enum Step {
-    /// Read more bytes (at most [`Acceptor::needed`]); nothing to send.
-    Read,
-    /// Send these bytes, call [`Acceptor::after_send`], then read more.
-    Send(Vec<u8>),
-    /// Send these bytes: the connector is authenticated as `peer`.
-    Accepted {
-        /// The acceptor's proof.
-        send: Vec<u8>,
-        /// The connector's identity (proc address).
-        peer: String,
+    /// The message waited for is incomplete: it takes this many input
+    /// bytes in all (more than were given).
+    Need(usize),
+    /// A message was read: send the reply, then feed the rest.
+    Reply {
+        /// Input bytes the message took.
+        consumed: usize,
+        /// What to send the connector.
+        reply: Vec<u8>,
     },
-    /// Send these bytes (possibly none), then close the connection.
-    Refused {
-        /// `REFUSED` after a wrong proof, else nothing.
-        send: Vec<u8>,
-        /// Why.
-        error: AuthError,
+    /// The connector proved it holds the secret.
+    Done {
+        /// Input bytes the last message took; what follows is the
+        /// connection's first data.
+        consumed: usize,
+        /// What to send the connector (`ACCEPTED` and our proof) before
+        /// using the connection.
+        reply: Vec<u8>,
+        /// The identity the connector proved.
+        peer: String,
     },
 }
 
 /// Magic, SPAKE2 message and identity length: the fixed part of a hello.
 const HELLO_HEAD: usize = MAGIC.len() + PAKE_MSG + 2;
 
-enum Phase {
-    /// Reading the connector's hello.
+enum AcceptorState {
+    /// Nothing done yet.
+    Start,
+    /// Our SPAKE2 message is made; waiting for the connector's hello.
     Hello(Spake2<Ed25519Group>, Vec<u8>),
-    /// Our hello is out; the key exchange is finished by `after_send`.
+    /// Our hello is out; the key exchange is finished at the next step.
     Exchange {
         pake: Spake2<Ed25519Group>,
         peer_msg: [u8; PAKE_MSG],
         transcript: [u8; 32],
         peer: String,
     },
-    /// Reading the connector's proof.
+    /// Waiting for the connector's proof.
     Proof {
-        keys: Result<Keys, AuthError>,
+        keys: Keys,
         transcript: [u8; 32],
         peer: String,
     },
-    /// Accepted or refused: nothing more to read.
-    Done,
+    /// Accepted or refused.
+    Over,
 }
 
-/// The acceptor's side of the handshake as a state machine over bytes,
-/// for a scheduler that reads without blocking (and what
-/// [`accept_handshake`] runs on a blocking stream). Feed it the bytes
-/// that arrive, never more than [`Acceptor::needed`] at a time, and do
-/// what each [`Step`] says. It makes its own SPAKE2 message when created,
-/// so that work overlaps the connector's.
+/// The acceptor's side of the handshake as a state machine over bytes, so
+/// that one thread can drive many handshakes without blocking on any.
+/// Feed [`Acceptor::advance`] the bytes received and not yet consumed; it
+/// asks for no more than the message it waits for. Its first call (input
+/// may be empty) makes our SPAKE2 message, so that work overlaps the
+/// connector's; the call after a [`Step::Reply`] finishes the key exchange,
+/// so call it once the reply is sent. An error ends the handshake: close
+/// the connection (a connector whose proof failed takes that for a
+/// refusal; [`accept_handshake`] also sends `REFUSED`).
 pub struct Acceptor {
-    my_id: String,
-    phase: Phase,
-    /// The part of the message being read that has arrived.
-    buf: Vec<u8>,
+    state: AcceptorState,
+}
+
+impl Default for Acceptor {
+    fn default() -> Acceptor {
+        Acceptor::new()
+    }
+}
+
+/// Check the magic at the front of `input` as far as it has arrived.
+fn check_magic(input: &[u8]) -> Result<(), AuthError> {
+    let n = MAGIC.len().min(input.len());
+    if input[..n] == MAGIC[..n] {
+        Ok(())
+    } else if looks_like_tls(input) {
+        Err(AuthError::UnexpectedTls)
+    } else if input.len() < 2 {
+        Ok(()) // a TLS record or not: told by the next byte
+    } else {
+        Err(AuthError::BadMagic)
+    }
 }
 
 impl Acceptor {
-    /// An acceptor holding `secret`, known to peers as `my_id`.
-    pub fn new(secret: &[u8], my_id: &str) -> Result<Acceptor, AuthError> {
-        if my_id.len() > MAX_ID {
-            return Err(AuthError::BadIdentity);
+    /// A handshake waiting for the connector's first message.
+    pub fn new() -> Acceptor {
+        Acceptor {
+            state: AcceptorState::Start,
         }
-        let (pake, pake_msg) = start(secret, false)?;
-        Ok(Acceptor {
-            my_id: my_id.to_string(),
-            phase: Phase::Hello(pake, pake_msg),
-            buf: Vec::with_capacity(HELLO_HEAD),
-        })
     }
 
-    /// How many more bytes the current message needs (0 when done).
-    pub fn needed(&self) -> usize {
-        match self.phase {
-            Phase::Hello(..) if self.buf.len() < HELLO_HEAD => HELLO_HEAD - self.buf.len(),
-            Phase::Hello(..) => {
-                let len = u16::from_le_bytes([self.buf[HELLO_HEAD - 2], self.buf[HELLO_HEAD - 1]]);
-                HELLO_HEAD + len as usize - self.buf.len()
+    /// Take the next step with `input`, the bytes received and not yet
+    /// consumed. After [`Step::Done`] or an error the handshake is over.
+    pub fn advance(&mut self, secret: &[u8], my_id: &str, input: &[u8]) -> Result<Step, AuthError> {
+        let r = self.step(secret, my_id, input);
+        if r.is_err() {
+            self.state = AcceptorState::Over;
+        }
+        r
+    }
+
+    fn step(&mut self, secret: &[u8], my_id: &str, input: &[u8]) -> Result<Step, AuthError> {
+        match std::mem::replace(&mut self.state, AcceptorState::Over) {
+            AcceptorState::Start => {
+                if my_id.len() > MAX_ID {
+                    return Err(AuthError::BadIdentity);
+                }
+                let (pake, pake_msg) = start(secret, false)?;
+                self.state = AcceptorState::Hello(pake, pake_msg);
+                self.step(secret, my_id, input)
             }
-            Phase::Exchange { .. } | Phase::Proof { .. } => TAG - self.buf.len(),
-            Phase::Done => 0,
-        }
-    }
-
-    /// Why the handshake failed when the peer hung up before it ended:
-    /// TLS bytes where the magic should be mean a TLS peer.
-    pub fn eof(&self) -> AuthError {
-        match self.phase {
-            Phase::Hello(..) if looks_like_tls(&self.buf) => AuthError::UnexpectedTls,
-            _ => AuthError::Io(io::ErrorKind::UnexpectedEof.into()),
-        }
-    }
-
-    fn refuse(&mut self, send: Vec<u8>, error: AuthError) -> Step {
-        self.phase = Phase::Done;
-        Step::Refused { send, error }
-    }
-
-    /// Take bytes read from the connector (at most [`Acceptor::needed`]).
-    pub fn feed(&mut self, bytes: &[u8]) -> Step {
-        if bytes.len() > self.needed() {
-            let e = io::Error::new(
-                io::ErrorKind::InvalidData,
-                "more bytes than the handshake needs",
-            );
-            return self.refuse(Vec::new(), AuthError::Io(e));
-        }
-        self.buf.extend_from_slice(bytes);
-        let magic = MAGIC.len().min(self.buf.len());
-        if matches!(self.phase, Phase::Hello(..)) && self.buf[..magic] != MAGIC[..magic] {
-            let e = if looks_like_tls(&self.buf) {
-                AuthError::UnexpectedTls
-            } else if self.buf.len() < 2 {
-                return Step::Read; // a TLS record or not: told by the next byte
-            } else {
-                AuthError::BadMagic
-            };
-            return self.refuse(Vec::new(), e);
-        }
-        if self.buf.len() == HELLO_HEAD && matches!(self.phase, Phase::Hello(..)) {
-            let len = u16::from_le_bytes([self.buf[HELLO_HEAD - 2], self.buf[HELLO_HEAD - 1]]);
-            if len as usize > MAX_ID {
-                return self.refuse(Vec::new(), AuthError::BadIdentity);
-            }
-        }
-        if self.needed() > 0 {
-            return Step::Read;
-        }
-        let m = std::mem::take(&mut self.buf);
-        match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Hello(pake, pake_msg) => {
-                let Ok(peer) = String::from_utf8(m[HELLO_HEAD..].to_vec()) else {
-                    return self.refuse(Vec::new(), AuthError::BadIdentity);
-                };
+            AcceptorState::Hello(pake, pake_msg) => {
+                check_magic(input)?;
+                if input.len() < HELLO_HEAD {
+                    self.state = AcceptorState::Hello(pake, pake_msg);
+                    return Ok(Step::Need(HELLO_HEAD));
+                }
+                let len = u16::from_le_bytes([input[HELLO_HEAD - 2], input[HELLO_HEAD - 1]]);
+                if len as usize > MAX_ID {
+                    return Err(AuthError::BadIdentity);
+                }
+                let consumed = HELLO_HEAD + len as usize;
+                if input.len() < consumed {
+                    self.state = AcceptorState::Hello(pake, pake_msg);
+                    return Ok(Step::Need(consumed));
+                }
+                let m1 = &input[..consumed];
+                let peer = String::from_utf8(m1[HELLO_HEAD..].to_vec())
+                    .map_err(|_| AuthError::BadIdentity)?;
                 let mut peer_msg = [0u8; PAKE_MSG];
-                peer_msg.copy_from_slice(&m[MAGIC.len()..MAGIC.len() + PAKE_MSG]);
-                let m2 = hello(&pake_msg, &self.my_id);
-                self.phase = Phase::Exchange {
+                peer_msg.copy_from_slice(&m1[MAGIC.len()..MAGIC.len() + PAKE_MSG]);
+                let reply = hello(&pake_msg, my_id);
+                self.state = AcceptorState::Exchange {
                     pake,
                     peer_msg,
-                    transcript: transcript(&m, &m2),
+                    transcript: transcript(m1, &reply),
                     peer,
                 };
-                Step::Send(m2)
+                Ok(Step::Reply { consumed, reply })
             }
-            phase @ Phase::Exchange { .. } => {
-                self.phase = phase;
-                self.after_send();
-                self.buf = m;
-                self.check_proof()
-            }
-            phase @ Phase::Proof { .. } => {
-                self.phase = phase;
-                self.buf = m;
-                self.check_proof()
-            }
-            Phase::Done => self.refuse(
-                Vec::new(),
-                AuthError::Io(io::ErrorKind::UnexpectedEof.into()),
-            ),
-        }
-    }
-
-    /// Finish the key exchange (the curve arithmetic that can wait until
-    /// our hello is sent). `feed` does it when it was not called.
-    pub fn after_send(&mut self) {
-        if let Phase::Exchange { .. } = self.phase {
-            let Phase::Exchange {
+            AcceptorState::Exchange {
                 pake,
                 peer_msg,
                 transcript,
                 peer,
-            } = std::mem::replace(&mut self.phase, Phase::Done)
-            else {
-                unreachable!()
-            };
-            self.phase = Phase::Proof {
-                keys: keys(pake, &peer_msg),
+            } => {
+                self.state = AcceptorState::Proof {
+                    keys: keys(pake, &peer_msg)?,
+                    transcript,
+                    peer,
+                };
+                self.step(secret, my_id, input)
+            }
+            AcceptorState::Proof {
+                keys,
                 transcript,
                 peer,
-            };
+            } => {
+                if input.len() < TAG {
+                    self.state = AcceptorState::Proof {
+                        keys,
+                        transcript,
+                        peer,
+                    };
+                    return Ok(Step::Need(TAG));
+                }
+                if !tag_ok(&keys.connector, &transcript, &input[..TAG]) {
+                    return Err(AuthError::BadMac);
+                }
+                let mut reply = Vec::with_capacity(1 + TAG);
+                reply.push(ACCEPTED);
+                reply.extend_from_slice(&tag(&keys.acceptor, &transcript));
+                Ok(Step::Done {
+                    consumed: TAG,
+                    reply,
+                    peer,
+                })
+            }
+            AcceptorState::Over => Err(AuthError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the handshake is over",
+            ))),
         }
-    }
-
-    fn check_proof(&mut self) -> Step {
-        let Phase::Proof {
-            keys,
-            transcript,
-            peer,
-        } = std::mem::replace(&mut self.phase, Phase::Done)
-        else {
-            unreachable!("check_proof runs in the proof phase")
-        };
-        let keys = match keys {
-            Ok(k) => k,
-            Err(e) => return self.refuse(vec![REFUSED], e),
-        };
-        if !tag_ok(&keys.connector, &transcript, &self.buf) {
-            return self.refuse(vec![REFUSED], AuthError::BadMac);
-        }
-        let mut send = Vec::with_capacity(1 + TAG);
-        send.push(ACCEPTED);
-        send.extend_from_slice(&tag(&keys.acceptor, &transcript));
-        Step::Accepted { send, peer }
     }
 }
 
-/// Acceptor side on a blocking stream (an [`Acceptor`] driven by reads
-/// and writes). Returns the connector's identity. Nothing it sends before
-/// the connector's proof verified depends on the secret in a way that
-/// can be tested (see the module docs).
+/// Acceptor side. Returns the connector's identity. Drives an
+/// [`Acceptor`] over a blocking stream, and tells a connector whose proof
+/// failed so (`REFUSED`) before hanging up. Nothing it sends before the
+/// connector's proof verified depends on the secret in a way that can be
+/// tested (see the module docs).
 pub fn accept_handshake<S: Read + Write>(
     s: &mut S,
     secret: &[u8],
     my_id: &str,
 ) -> Result<String, AuthError> {
-    let mut acc = Acceptor::new(secret, my_id)?;
-    let mut buf = [0u8; HELLO_HEAD + MAX_ID];
+    let mut acceptor = Acceptor::new();
+    let mut input = Vec::new();
     loop {
-        let want = acc.needed();
-        let n = match s.read(&mut buf[..want]) {
-            Ok(0) => return Err(acc.eof()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        };
-        match acc.feed(&buf[..n]) {
-            Step::Read => {}
-            Step::Send(b) => {
-                s.write_all(&b)?;
-                acc.after_send();
+        match acceptor.advance(secret, my_id, &input) {
+            Ok(Step::Need(total)) => read_more(s, &mut input, total)?,
+            Ok(Step::Reply { consumed, reply }) => {
+                input.drain(..consumed);
+                s.write_all(&reply)?;
             }
-            Step::Accepted { send, peer } => {
-                s.write_all(&send)?;
+            Ok(Step::Done { reply, peer, .. }) => {
+                s.write_all(&reply)?;
                 return Ok(peer);
             }
-            Step::Refused { send, error } => {
-                if !send.is_empty() {
-                    let _ = s.write_all(&send);
+            Err(e) => {
+                if matches!(e, AuthError::BadMac) {
+                    let _ = s.write_all(&[REFUSED]);
                 }
-                return Err(error);
+                return Err(e);
             }
         }
+    }
+}
+
+/// One read of at most `total - input.len()` bytes, appended to `input`.
+fn read_more<R: Read>(r: &mut R, input: &mut Vec<u8>, total: usize) -> Result<(), AuthError> {
+    let have = input.len();
+    input.resize(total.max(have + 1), 0);
+    let got = loop {
+        match r.read(&mut input[have..]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => break other,
+        }
+    };
+    input.truncate(have + got.as_ref().map_or(0, |n| *n));
+    match got {
+        // A peer that hung up after TLS bytes is a TLS peer.
+        Ok(0) if looks_like_tls(input) => Err(AuthError::UnexpectedTls),
+        Ok(0) => Err(AuthError::Io(io::ErrorKind::UnexpectedEof.into())),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -84,50 +84,79 @@ fn tls_connector_meets_plain_acceptor() {
     );
 }
 
-#[test]
-fn an_acceptor_fed_one_byte_at_a_time_authenticates() {
-    // As a scheduler that reads without blocking may feed it.
-    let (mut a, mut c) = UnixStream::pair().unwrap();
-    let t = std::thread::spawn(move || connect_handshake(&mut c, b"k", "tcp:1.2.3.4:5"));
-    let mut acc = Acceptor::new(b"k", "unix:/acceptor").unwrap();
-    let peer = loop {
-        assert!(acc.needed() > 0);
-        let mut byte = [0u8; 1];
-        a.read_exact(&mut byte).unwrap();
-        match acc.feed(&byte) {
-            Step::Read => {}
-            Step::Send(b) => {
-                a.write_all(&b).unwrap();
-                acc.after_send();
+/// Drive an [`Acceptor`] as a non-blocking scheduler may: read at most
+/// `chunk` bytes at a time, and never more than it asks for.
+fn drive(a: &mut UnixStream, secret: &[u8], chunk: usize) -> Result<String, AuthError> {
+    let mut acc = Acceptor::new();
+    let mut input = Vec::new();
+    loop {
+        match acc.advance(secret, "unix:/acceptor", &input)? {
+            Step::Need(total) => {
+                assert!(total > input.len());
+                let mut b = vec![0u8; (total - input.len()).min(chunk)];
+                let n = a.read(&mut b).unwrap();
+                if n == 0 {
+                    return Err(AuthError::Io(io::ErrorKind::UnexpectedEof.into()));
+                }
+                input.extend_from_slice(&b[..n]);
             }
-            Step::Accepted { send, peer } => {
-                a.write_all(&send).unwrap();
-                break peer;
+            Step::Reply { consumed, reply } => {
+                input.drain(..consumed);
+                a.write_all(&reply).unwrap();
             }
-            Step::Refused { error, .. } => panic!("{error}"),
+            Step::Done {
+                consumed,
+                reply,
+                peer,
+            } => {
+                input.drain(..consumed);
+                assert!(input.is_empty());
+                a.write_all(&reply).unwrap();
+                return Ok(peer);
+            }
         }
-    };
-    assert_eq!(peer, "tcp:1.2.3.4:5");
-    assert_eq!(acc.needed(), 0);
-    assert_eq!(t.join().unwrap().unwrap(), "unix:/acceptor");
+    }
 }
 
 #[test]
-fn an_acceptor_refuses_more_bytes_than_it_needs_and_tls_records() {
-    let mut acc = Acceptor::new(b"k", "a").unwrap();
-    let too_many = vec![0u8; acc.needed() + 1];
-    assert!(matches!(acc.feed(&too_many), Step::Refused { .. }));
-    let mut acc = Acceptor::new(b"k", "a").unwrap();
-    assert!(matches!(acc.feed(&[0x16]), Step::Read));
+fn an_acceptor_fed_one_byte_at_a_time_authenticates() {
+    for chunk in [1, 7, 4096] {
+        let (mut a, mut c) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || connect_handshake(&mut c, b"k", "tcp:1.2.3.4:5"));
+        assert_eq!(drive(&mut a, b"k", chunk).unwrap(), "tcp:1.2.3.4:5");
+        assert_eq!(t.join().unwrap().unwrap(), "unix:/acceptor");
+    }
+}
+
+#[test]
+fn an_acceptor_that_drops_a_wrong_proof_is_a_refusal() {
+    // A scheduler closes the connection on an error without sending
+    // REFUSED: the connector reports a refusal all the same.
+    let (mut a, mut c) = UnixStream::pair().unwrap();
+    let t = std::thread::spawn(move || connect_handshake(&mut c, b"guess", "tcp:1.2.3.4:5"));
+    let ra = drive(&mut a, b"k", 4096);
+    drop(a);
+    assert!(matches!(ra, Err(AuthError::BadMac)), "{ra:?}");
+    let rc = t.join().unwrap();
+    assert!(matches!(rc, Err(AuthError::Refused)), "{rc:?}");
+}
+
+#[test]
+fn an_acceptor_tells_tls_and_garbage_apart_early() {
+    let mut acc = Acceptor::new();
+    assert!(matches!(acc.advance(b"k", "a", &[]), Ok(Step::Need(_))));
+    assert!(matches!(acc.advance(b"k", "a", &[0x16]), Ok(Step::Need(_))));
     assert!(matches!(
-        acc.feed(&[0x03]),
-        Step::Refused {
-            error: AuthError::UnexpectedTls,
-            ..
-        }
+        acc.advance(b"k", "a", &[0x16, 0x03]),
+        Err(AuthError::UnexpectedTls)
     ));
-    let acc = Acceptor::new(b"k", "a").unwrap();
-    assert!(matches!(acc.eof(), AuthError::Io(_)));
+    // Over after an error.
+    assert!(acc.advance(b"k", "a", MAGIC).is_err());
+    let mut acc = Acceptor::new();
+    assert!(matches!(
+        acc.advance(b"k", "a", b"GET "),
+        Err(AuthError::BadMagic)
+    ));
 }
 
 #[test]
