@@ -58,7 +58,7 @@ help:
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
 	@echo "make cpp-asan  the C++ tests built with AddressSanitizer + UBSan"
 	@echo "make bench-cpp the C++ ping benchmark (benches/cpp_ping.cpp)"
-	@echo "make bench-hosts ping/broadcast: this host vs host agents over TCP, with and without TLS (namespaced hosts need root)"
+	@echo "make bench-hosts ping/broadcast: this host vs host agents over TCP, with and without TLS (namespaced hosts need root); connect + handshake latency"
 	@echo "make bench-slurm time to a 2-node SLURM host mesh and a first reply (test cluster, root)"
 	@echo "make test-slurm the SLURM allocator tests (Rust, Python, C++) on a test cluster on this machine (root; installs slurm-wlm munge if missing)"
 	@echo "make slurm-up  start the test SLURM cluster (scripts/slurm/up.sh); make slurm-down stops it"
@@ -140,6 +140,7 @@ bench-supervision: venv install
 
 bench-hosts: venv build install
 	$(VPY) benches/hosts.py
+	CARGO="$(CARGO)" $(VPY) benches/handshake.py
 
 # Bring-up of a 2-node SLURM host mesh on the test cluster (root).
 bench-slurm: venv build install

@@ -1,7 +1,7 @@
 //! `monarch host`: the host agent.
 //!
 //! Listens on TCP, authenticates every connection with the job secret
-//! (HMAC challenge-response, `monarch_core::auth`), and serves the
+//! (SPAKE2 and key confirmation, `monarch_core::auth`), and serves the
 //! built-in actor `AGENT_ACTOR` for controllers: `prepare` binds listening
 //! sockets for new procs (so the controller knows their addresses before
 //! they start), `start` starts them with the bootstrap environment (their
@@ -130,22 +130,30 @@ struct Agent {
     socket_dir: Option<SocketDir>,
 }
 
+/// The job secret from --secret-file or the environment, refused when
+/// weak (`monarch_core::secret::check`).
 fn secret(args: &Args) -> Result<String, String> {
-    if let Some(path) = &args.secret_file {
+    let (s, source) = if let Some(path) = &args.secret_file {
         let s = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read secret file {path}: {e}"))?;
         let s = s.trim().to_string();
         if s.is_empty() {
             return Err(format!("secret file {path} is empty"));
         }
-        return Ok(s);
-    }
-    match std::env::var(ENV_JOB_TOKEN) {
-        Ok(s) if !s.is_empty() => Ok(s),
-        _ => Err(format!(
-            "no job secret: set {ENV_JOB_TOKEN} or pass --secret-file PATH"
-        )),
-    }
+        (s, format!("secret file {path}"))
+    } else {
+        match std::env::var(ENV_JOB_TOKEN) {
+            Ok(s) if !s.is_empty() => (s, ENV_JOB_TOKEN.to_string()),
+            _ => {
+                return Err(format!(
+                    "no job secret: set {ENV_JOB_TOKEN} or pass --secret-file PATH \
+                     (`monarch secret` prints a fresh one)"
+                ))
+            }
+        }
+    };
+    monarch_core::secret::check(&s, &source).map_err(|e| e.message)?;
+    Ok(s)
 }
 
 pub fn run(args: &Args) -> ExitCode {

@@ -5,6 +5,7 @@
 //!   types and plugin actors from shared libraries (see [`worker`],
 //!   [`plugin`]).
 //! - `monarch host`: the host agent (see [`host`]).
+//! - `monarch secret`: print a fresh job secret.
 
 mod host;
 mod plugin;
@@ -23,6 +24,7 @@ Commands:
             command)
   host      Run a host agent: start procs on this machine for remote
             controllers
+  secret    Print a fresh job secret (256 random bits as 64 hex digits)
   help      Print this message, or the help of a command
 
 Options:
@@ -80,9 +82,11 @@ Usage: monarch host --listen IP:PORT [--advertise IP] [--secret-file PATH]
 Starts procs on this machine on behalf of controllers of the same job.
 Listens on TCP at IP:PORT (port 0: any free port); once listening, prints
 exactly one line `MONARCH_HOST_READY <ip>:<port>` to stdout. Every
-connection must prove knowledge of the job secret (HMAC-SHA256
-challenge-response; the secret is never sent), read from MONARCH_JOB_TOKEN
-or from --secret-file. Procs started here listen on TCP too; their stdout
+connection must prove knowledge of the job secret (SPAKE2 key exchange
+with key confirmation: neither the secret nor anything to test a guess
+against is sent), read from MONARCH_JOB_TOKEN or from --secret-file. The
+secret must have at least 128 bits of estimated entropy (weaker ones are
+refused); `monarch secret` prints a strong one. Procs started here listen on TCP too; their stdout
 and stderr are streamed to the controller that started them, and they are
 killed when that controller's connection is lost. SIGTERM or SIGINT: kill
 all procs and exit 0.
@@ -107,6 +111,38 @@ Options:
       --tls-ca PEM         CA certificate(s) peers must be signed by
   -h, --help               Print help
 ";
+
+const SECRET_USAGE: &str = "\
+monarch secret: print a fresh job secret
+
+Usage: monarch secret
+
+Prints one line: 256 random bits from the kernel as 64 hex digits, a job
+secret for MONARCH_JOB_TOKEN or a `monarch host --secret-file` (keep it out
+of command lines and shared files, e.g. `monarch secret > job.secret` with
+umask 077). Secrets given from outside must have at least 128 bits of
+estimated entropy; a controller with no MONARCH_JOB_TOKEN makes its own.
+
+Options:
+  -h, --help  Print help
+";
+
+/// `monarch secret`: one fresh secret on stdout.
+fn print_secret(args: &[String]) -> ExitCode {
+    if let Some(a) = args.first() {
+        return usage_error(&format!("unexpected argument '{a}'"), SECRET_USAGE);
+    }
+    match monarch_core::secret::generate() {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("monarch secret: no random bytes from the kernel: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
 
 fn init_logging() {
     let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
@@ -175,6 +211,10 @@ fn main() -> ExitCode {
                 print!("{HOST_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("secret") => {
+                print!("{SECRET_USAGE}");
+                ExitCode::SUCCESS
+            }
             Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
         },
         "worker" => {
@@ -200,6 +240,13 @@ fn main() -> ExitCode {
             };
             init_logging();
             host::run(&args)
+        }
+        "secret" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{SECRET_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            print_secret(rest)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }

@@ -121,3 +121,73 @@ fn worker_with_a_plugin_but_no_controller_refuses_to_start() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("MONARCH_CONTROLLER is not set"));
 }
+
+#[test]
+fn secret_prints_a_fresh_strong_secret() {
+    let o = monarch(&["secret", "--help"]);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("Usage: monarch secret"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&monarch(&["--help"])).contains("secret"));
+    let a = monarch(&["secret"]);
+    let b = monarch(&["secret"]);
+    assert!(a.status.success() && b.status.success());
+    let (a, b) = (stdout(&a), stdout(&b));
+    let a = a.trim_end();
+    assert_eq!(a.len(), 64, "{a}");
+    assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+    assert_ne!(a, b.trim_end(), "two runs print the same secret");
+    monarch_core::secret::check(a, "monarch secret").expect("its own secret is strong");
+    let o = monarch(&["secret", "extra"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// `monarch host` with `secret` in MONARCH_JOB_TOKEN: (ready address or
+/// None, stderr when it exited).
+fn host_with_secret(secret: &str) -> (Option<String>, String) {
+    use std::io::{BufRead, BufReader};
+    let mut p = Command::new(env!("CARGO_BIN_EXE_monarch"))
+        .args(["host", "--listen", "127.0.0.1:0"])
+        .env_remove("MONARCH_CONTROLLER")
+        .env("MONARCH_JOB_TOKEN", secret)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(p.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if let Some(addr) = line.strip_prefix("MONARCH_HOST_READY ") {
+        // SAFETY: signalling the agent we started.
+        unsafe { libc::kill(p.id() as i32, libc::SIGTERM) };
+        assert!(p.wait().unwrap().success());
+        return (Some(addr.trim().to_string()), String::new());
+    }
+    let out = p.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{line}");
+    (None, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn host_refuses_a_weak_secret_and_takes_one_from_monarch_secret() {
+    for weak in ["password", "hosts-e2e-test-secret", "0123456789abcdef"] {
+        let (ready, err) = host_with_secret(weak);
+        assert!(ready.is_none(), "an agent started with secret {weak:?}");
+        assert!(
+            err.contains("MONARCH_JOB_TOKEN")
+                && err.contains("too weak")
+                && err.contains("monarch secret"),
+            "{err}"
+        );
+    }
+    let strong = stdout(&monarch(&["secret"])).trim_end().to_string();
+    let (ready, err) = host_with_secret(&strong);
+    assert!(
+        ready.is_some(),
+        "the agent refused `monarch secret`'s secret: {err}"
+    );
+}

@@ -31,7 +31,7 @@ use monarch_core::tls::TlsConfig;
 use monarch_core::transport::Stream;
 use monarch_core::{ActorMesh, CallMode, HostMesh, MeshView, PointValue};
 
-const SECRET: &str = "tls-e2e-test-secret";
+const SECRET: &str = "379a62943c94695ed7cdb337d712552eda41d10ec5f990e6d1be0ea4aa20e06c";
 /// PEM files: one CA with leaves for the controller and agents, and a
 /// second CA with a leaf ("intruder").
 struct Pki {
@@ -337,7 +337,11 @@ fn tls_with_the_wrong_job_secret_is_refused() {
     let mut a = Agent::start(Some("agent0"));
     // A valid certificate of the job's CA, but the wrong secret.
     let e = raw_client(&a.addr, Some("agent1"), "not the job secret").unwrap_err();
-    assert!(matches!(e, AuthError::BadMac), "{e}");
+    assert!(matches!(e, AuthError::Refused), "{e}");
+    a.logged(&[
+        "dropping unauthenticated connection",
+        "peer failed the challenge",
+    ]);
     assert!(a.alive());
     serves_on(&tls_controller(), &a);
 }

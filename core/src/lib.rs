@@ -14,7 +14,9 @@
 //! - [`completion`]: one-shot completions with a spin-then-park wait
 //! - [`process`]: starting and reaping local proc processes
 //! - [`transport`], [`auth`], [`tls`]: sockets and addresses, the
-//!   challenge-response on every connection, optional TLS on TCP links
+//!   password-authenticated key exchange on every connection, optional
+//!   TLS on TCP links
+//! - [`secret`]: job secrets (making strong ones, refusing weak ones)
 //! - [`agent_protocol`]: what a controller and a host agent say
 //! - [`allocator`]: obtaining host agents (SLURM)
 //! - [`logs`]: proc output streamed back to the controller
@@ -50,6 +52,7 @@ mod port;
 pub mod process;
 pub mod random;
 pub mod runtime;
+pub mod secret;
 mod socket;
 mod supervision;
 pub mod tls;

@@ -1,5 +1,5 @@
 //! Random values from the kernel (`getrandom`): job secrets, handshake
-//! nonces, socket directory names. A failure is returned to the caller:
+//! ephemeral keys, socket directory names. A failure is returned to the caller:
 //! no value here may ever fall back to something guessable.
 
 use std::io;

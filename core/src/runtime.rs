@@ -208,7 +208,7 @@ thread_local! {
     static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
 }
 
-/// 128 random bits as hex (job secrets, socket directory names).
+/// 128 random bits as hex (socket directory names).
 fn random_hex() -> Result<String> {
     crate::random::hex128().map_err(|e| Error::io("no random bytes from the kernel", e))
 }
@@ -229,6 +229,7 @@ impl Runtime {
                     .map_err(|_| Error::invalid(format!("{ENV_PROC_ADDR} is not set")))?;
                 let token = std::env::var(ENV_JOB_TOKEN)
                     .map_err(|_| Error::invalid(format!("{ENV_JOB_TOKEN} is not set")))?;
+                crate::secret::check(&token, ENV_JOB_TOKEN)?;
                 let listen = match std::env::var(ENV_LISTEN_FD) {
                     Ok(fd) => Listen::Fd(
                         fd.parse()
@@ -245,8 +246,12 @@ impl Runtime {
                 // A controller that works with host agents shares the job
                 // secret with them; otherwise every run gets a fresh one.
                 let token = match std::env::var(ENV_JOB_TOKEN) {
-                    Ok(t) if !t.is_empty() => t,
-                    _ => random_hex()?,
+                    Ok(t) if !t.is_empty() => {
+                        crate::secret::check(&t, ENV_JOB_TOKEN)?;
+                        t
+                    }
+                    _ => crate::secret::generate()
+                        .map_err(|e| Error::io("no random bytes from the kernel", e))?,
                 };
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
@@ -255,11 +260,10 @@ impl Runtime {
 
     /// A runtime reachable over TCP at `bind` (e.g. `tcp:0.0.0.0:0`),
     /// known to others as `tcp:<advertise>:<port>`, authenticating peers
-    /// with `secret`. Used by the host agent (`monarch host`).
+    /// with `secret`, which must be strong (`crate::secret::check`). Used
+    /// by the host agent (`monarch host`).
     pub fn listen_tcp(bind: &str, advertise: std::net::IpAddr, secret: String) -> Result<Runtime> {
-        if secret.is_empty() {
-            return Err(Error::invalid("the job secret must not be empty"));
-        }
+        crate::secret::check(&secret, "the job secret")?;
         Runtime::start(
             Listen::Advertise(bind.to_string(), advertise),
             secret,

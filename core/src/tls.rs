@@ -11,7 +11,7 @@
 //! addressed by IP, so a certificate's names are not checked: holding a
 //! certificate from the job's CA is what admits a peer (see
 //! docs/hosts.md). Unix-socket links never use TLS. The job-secret
-//! challenge-response (`crate::auth`) still runs, inside TLS.
+//! handshake (`crate::auth`) still runs, inside TLS.
 //!
 //! A [`TlsStream`] is a TCP socket plus one shared rustls connection; its
 //! clones (a connection's reader and writer halves) share that state

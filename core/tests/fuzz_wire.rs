@@ -19,7 +19,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
-use monarch_core::auth::{accept_handshake, connect_handshake};
+use monarch_core::auth::{accept_handshake, connect_handshake, MAGIC, PAKE_MSG};
 use monarch_core::geometry::Shape;
 use monarch_core::wire::{ActorMeshRef, Envelope, Kind};
 use monarch_core::{FailureCause, PortRef, Runtime, SupervisionEvent};
@@ -204,7 +204,7 @@ fn decoders_answer_ok_or_err_on_hostile_bytes() {
     );
 }
 
-/// A connector's first message and, given the acceptor's answer, its second.
+/// What a real connector sends in one session: its hello and its proof.
 fn client_bytes(secret: &[u8]) -> Vec<Vec<u8>> {
     // Record what a real connector writes by running a real handshake.
     struct Tee {
@@ -276,8 +276,8 @@ fn handshake_refuses_random_and_mutated_clients() {
                 panic!("accept_handshake panicked: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}")
             }
             Err(_) => {}
-            // The nonces are fresh per session: a replayed or mutated
-            // connector message can never carry the right MAC.
+            // Each session's key exchange is fresh: a replayed or mutated
+            // connector message can never carry the right proof.
             Ok(id) => panic!(
                 "accept_handshake accepted {id:?}: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
             ),
@@ -285,6 +285,122 @@ fn handshake_refuses_random_and_mutated_clients() {
     }
     eprintln!(
         "handshake: {n} cases in {:?} (MONARCH_FUZZ_SEED={seed})",
+        start.elapsed()
+    );
+}
+
+/// How a live connector's messages are tampered with.
+#[derive(Clone, Copy, Debug)]
+enum Tamper {
+    /// Replace message `n` (0: the hello, 1: the proof) by a mutation of
+    /// it, then half-close (nothing more is sent).
+    Mutate(usize),
+    /// Flip one bit of the hello outside its identity length field and go
+    /// on with the real proof (made for the untampered hello).
+    FlipHello,
+}
+
+/// A real connector's socket with one of its writes tampered with.
+struct Tampered<'a> {
+    s: UnixStream,
+    writes: usize,
+    how: Tamper,
+    rng: &'a mut Rng,
+    /// Whether a message was tampered with (not merely followed by more).
+    changed: bool,
+}
+
+impl Read for Tampered<'_> {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        self.s.read(b)
+    }
+}
+
+impl Write for Tampered<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = self.writes;
+        self.writes += 1;
+        let (out, close) = match self.how {
+            Tamper::Mutate(m) if m == n => (mutate(self.rng, &[b.to_vec()], 128), true),
+            Tamper::FlipHello if n == 0 => {
+                let id_len = MAGIC.len() + PAKE_MSG;
+                let mut i = self.rng.below(b.len() - 2);
+                if i >= id_len {
+                    i += 2;
+                }
+                let mut out = b.to_vec();
+                out[i] ^= 1 << self.rng.below(8);
+                (out, false)
+            }
+            _ => (b.to_vec(), false),
+        };
+        // Bytes after an intact message are the next message's (or frames).
+        self.changed |= !out.starts_with(b);
+        self.s.write_all(&out)?;
+        if close {
+            self.s.shutdown(std::net::Shutdown::Write)?;
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn handshake_refuses_a_live_connector_whose_messages_are_tampered_with() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x5441_4d50);
+    let secret = b"0123456789abcdef0123456789abcdef";
+    let n = cases(3_000);
+    let start = Instant::now();
+    for case in 0..n {
+        let how = match rng.below(3) {
+            0 => Tamper::Mutate(0),
+            1 => Tamper::Mutate(1),
+            _ => Tamper::FlipHello,
+        };
+        let (mut a, c) = UnixStream::pair().unwrap();
+        for s in [&a, &c] {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        }
+        let acceptor = std::thread::spawn(move || {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                accept_handshake(&mut a, secret, "unix:/a")
+            }));
+            drop(a);
+            r
+        });
+        let t = Instant::now();
+        let mut c = Tampered {
+            s: c,
+            writes: 0,
+            how,
+            rng: &mut rng,
+            changed: false,
+        };
+        let rc = connect_handshake(&mut c, secret, "tcp:127.0.0.1:9");
+        let changed = c.changed;
+        drop(c);
+        let ra = acceptor.join().unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(4),
+            "tampered handshake hung: MONARCH_FUZZ_SEED={seed} case {case} {how:?}"
+        );
+        let ra = ra.unwrap_or_else(|_| {
+            panic!("accept_handshake panicked: MONARCH_FUZZ_SEED={seed} case {case} {how:?}")
+        });
+        if changed {
+            assert!(
+                ra.is_err() && rc.is_err(),
+                "a tampered handshake succeeded: MONARCH_FUZZ_SEED={seed} case {case} {how:?}: \
+                 acceptor {ra:?}, connector {rc:?}"
+            );
+        }
+    }
+    eprintln!(
+        "tampered live handshakes: {n} cases in {:?} (MONARCH_FUZZ_SEED={seed})",
         start.elapsed()
     );
 }
@@ -353,7 +469,7 @@ fn exchange_works(rt: &Runtime, secret: &str) {
 fn runtime_survives_hostile_tcp_peers() {
     let seed = seed();
     let mut rng = Rng(seed ^ 0x5443_5000);
-    let secret = "fuzz-secret-0123456789abcdef0123456789";
+    let secret = &monarch_core::secret::generate().unwrap();
     let rt = agent(secret);
     let addr = rt.addr().strip_prefix("tcp:").unwrap().to_string();
     let handshakes = client_bytes(secret.as_bytes());

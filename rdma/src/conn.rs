@@ -4,9 +4,9 @@
 //!
 //! Data connections are separate from the control connections (a bulk
 //! transfer never sits in front of a control message). Every connection
-//! starts with the job's mutual HMAC-SHA256 challenge-response over the job
-//! token (`monarch_core::auth`, the same handshake as control
-//! connections); then the client sends fixed 40-byte requests
+//! starts with the job's mutual authentication over the job token (SPAKE2
+//! and key confirmation, `monarch_core::auth`, the same handshake as
+//! control connections); then the client sends fixed 40-byte requests
 //! `[op u8][7 pad][id u64][key u64][offset u64][len u64]` (little-endian)
 //! and the owner answers `[0]` (ok) or `[1][u32 len][message]`.
 //! With a TLS configuration (`monarch_core::tls`), TCP data connections run
@@ -164,7 +164,7 @@ pub fn recv_status(s: &mut Stream) -> io::Result<std::result::Result<(), String>
     Ok(Err(String::from_utf8_lossy(&m).into_owned()))
 }
 
-/// Owner side of the handshake (the job's mutual HMAC challenge-response,
+/// Owner side of the handshake (the job's mutual authentication,
 /// `monarch_core::auth`); false when the peer does not know the job token.
 pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
     match auth::accept_handshake(s, token.as_bytes(), my_id) {

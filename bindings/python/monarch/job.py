@@ -12,8 +12,11 @@ A job gives a :class:`monarch.actor.HostMesh` (dimension ``hosts``) of
 machines running host agents (``monarch host --listen IP:PORT``). Every
 connection is authenticated with the job secret: the controller's
 ``MONARCH_JOB_TOKEN`` (set it before the first use of the runtime) must
-equal the agents'. :func:`job_secret` returns the secret the runtime uses,
-for allocators that start agents themselves.
+equal the agents'. A secret with less than 128 bits of estimated entropy is
+refused (the first use of the runtime raises ``ValueError``); ``monarch
+secret`` prints a strong one, and without ``MONARCH_JOB_TOKEN`` the runtime
+makes its own. :func:`job_secret` returns the secret the runtime uses, for
+allocators that start agents themselves.
 
 On SLURM, :class:`SlurmJob` starts the agents itself with ``srun`` (one
 per node), inside the current allocation or in a new one::

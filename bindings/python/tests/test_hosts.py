@@ -147,7 +147,10 @@ def test_remote_proc_listeners_refuse_unauthenticated_clients(agents):
         am = pm.spawn("probe", HostProbe)
         got = [v for _, v in am.whoami.call().get(timeout=60).items()]
         host, port = got[0][2].removeprefix("tcp:").rsplit(":", 1)
-        for junk in (b"GET / HTTP/1.0\r\n\r\n", b"MONARCH\x01" + b"\0" * 32 + b"\xff" * 200):
+        # Garbage, and a hello (magic, a SPAKE2 side-A message, an empty
+        # identity) followed by a garbage proof.
+        hello = b"MONARCH\x02" + b"A" + b"\0" * 32 + b"\0\0"
+        for junk in (b"GET / HTTP/1.0\r\n\r\n", hello + b"\xff" * 200):
             with socket.create_connection((host, int(port)), timeout=20) as c:
                 try:
                     c.sendall(junk)
@@ -163,8 +166,8 @@ def test_remote_proc_listeners_refuse_unauthenticated_clients(agents):
                         break
                     data += chunk
                 # Without the secret the proc says nothing but its own
-                # challenge answer (magic, nonce, identity, MAC).
-                assert not data or data.startswith(b"MONARCH\x01"), data
+                # hello (magic, blinded key, identity) and REFUSED (0).
+                assert not data or (data.startswith(b"MONARCH\x02") and data[-1:] == b"\0"), data
         again = [v for _, v in am.whoami.call().get(timeout=60).items()]
         assert [g[1] for g in again] == [g[1] for g in got]
     finally:

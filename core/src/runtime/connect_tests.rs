@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use super::Runtime;
 
+/// A strong job secret shared by the runtimes of these tests.
+const SECRET: &str = "963426a44c97c326d01712b788b2bae60175264812e293e1e82dde5b80ee7cf3";
+
 fn agent(secret: &str) -> Runtime {
     Runtime::listen_tcp(
         "tcp:127.0.0.1:0",
@@ -18,8 +21,8 @@ fn agent(secret: &str) -> Runtime {
 
 #[test]
 fn threads_connecting_to_one_new_peer_share_one_connection() {
-    let a = agent("connect-test");
-    let b = agent("connect-test");
+    let a = agent(SECRET);
+    let b = agent(SECRET);
     let threads = 16;
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
@@ -51,8 +54,8 @@ fn threads_connecting_to_one_new_peer_share_one_connection() {
 
 #[test]
 fn a_spare_connection_ending_is_not_the_loss_of_its_peer() {
-    let a = agent("spare-test");
-    let b = agent("spare-test");
+    let a = agent(SECRET);
+    let b = agent(SECRET);
     a.serve_builtin(super::AGENT_ACTOR);
     // b waits for an answer from a (b connects to a).
     let fut = b.call_agent(a.addr(), "question", &[]).expect("call");

@@ -8,6 +8,9 @@ use super::Runtime;
 use crate::geometry::Shape;
 use crate::wire::{Envelope, Kind};
 
+/// A strong job secret shared by the runtimes of these tests.
+const SECRET: &str = "b567ed81415f72099357f8ffcc3f58683e59ec5840de4fa83df981b5da8e9aae";
+
 fn agent(secret: &str) -> Runtime {
     Runtime::listen_tcp(
         "tcp:127.0.0.1:0",
@@ -40,8 +43,8 @@ fn forged_answer(from: &Runtime, to: &Runtime, kind: Kind) -> String {
 
 #[test]
 fn frames_for_the_empty_actor_key_are_refused() {
-    let peer = agent("empty-key-test");
-    let victim = agent("empty-key-test");
+    let peer = agent(SECRET);
+    let victim = agent(SECRET);
     for kind in [Kind::SpawnActor, Kind::StopActor, Kind::Message] {
         let why = forged_answer(&peer, &victim, kind);
         assert!(why.contains("empty key"), "{kind:?}: {why}");
