@@ -592,7 +592,7 @@ mod tests {
         let rt = Runtime::listen_tcp(
             "tcp:127.0.0.1:0",
             std::net::IpAddr::from([127, 0, 0, 1]),
-            "proc-mesh-ref-test".to_string(),
+            crate::secret::generate().unwrap(),
         )
         .expect("listen on 127.0.0.1");
         let pm = ProcMesh {
