@@ -14,7 +14,7 @@
 //! from then on read like any other (`io`).
 
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -367,6 +367,12 @@ impl Inner {
             }
             Err(e) => {
                 pending.forget(&p);
+                if matches!(e, AuthError::BadMac) && p.out.is_empty() {
+                    // A wrong proof is answered: the connector learns its
+                    // one guess failed. Best effort, the socket is
+                    // non-blocking and closed right after.
+                    let _ = p.stream.write(&[crate::auth::REFUSED]);
+                }
                 tracing::warn!(from = %p.stream.peer_desc(), error = %e, "dropping unauthenticated connection");
             }
         }
