@@ -62,6 +62,10 @@ const BLOCK_MS = 5
 other_tasks_waiting() = isdefined(Base, :Workqueue) && !isempty(Base.Workqueue)
 run_other_tasks() = (isdefined(Base, :process_events) && Base.process_events(); yield())
 
+# How many actor handlers are in progress in this process (worker.jl):
+# while one is, no wait holds the thread inside libmonarch, since the
+# events and replies it may wait for are taken by other tasks.
+const HANDLING = Ref(0)
 # Task-local key of the actor whose handler runs on a task (worker.jl).
 const OWNER_KEY = :monarch_actor
 

@@ -189,9 +189,12 @@ end
 
     @testset "per-actor execution" begin
         solo = spawn_procs(this_host(); per_host = (gpus = 1,))
-        # One actor waits on a gate another actor of the same proc opens.
+        # The first actor of a proc runs on its serving task, the others on
+        # tasks of their own: both kinds are exercised below.
+        r = spawn(solo, "recorder", Recorder)
         x = spawn(solo, "x", Counter)
         y = spawn(solo, "y", Counter)
+        # One actor waits on a gate another actor of the same proc opens.
         f = call_one(x.await_gate)
         @test fetch(call_one(y.open_gate, 7); timeout = 60)
         @test fetch(f; timeout = 60) == 7
@@ -199,9 +202,8 @@ end
         t = spawn(solo, "trainer", Trainer)
         @test fetch(call_one(t.setup); timeout = 60)
         @test [fetch(call_one(t.step); timeout = 60) for _ in 1:3] == [101, 102, 103]
-        # Messages to one actor are handled one at a time, in order, while
-        # another actor of the proc is called meanwhile.
-        r = spawn(solo, "recorder", Recorder)
+        # Messages to one actor are handled one at a time, in order (its
+        # handler yields meanwhile), while another actor is called.
         fs = Monarch.Future[]
         for i in 1:60
             push!(fs, call_one(r.record, i))
@@ -211,15 +213,15 @@ end
         @test fetch(call_one(r.record, 62); timeout = 60) == 62
         @test [fetch(f; timeout = 60) for f in fs] == vcat([vcat(collect(i - 9:i), [i ÷ 10]) for i in 10:10:60]...)
         @test fetch(call_one(r.log_of); timeout = 60) == collect(1:62)
-        # The same in this process's own proc.
+        # The same in this process's own proc (its first actor: the trainer).
+        lt = spawn(this_proc(), "ltrainer", Trainer)
+        @test fetch(call_one(lt.setup); timeout = 60)
+        @test fetch(call_one(lt.step); timeout = 60) == 101
         lx = spawn(this_proc(), "lx", Counter)
         ly = spawn(this_proc(), "ly", Counter)
         lf = call_one(lx.await_gate)
         @test fetch(call_one(ly.open_gate, 9); timeout = 60)
         @test fetch(lf; timeout = 60) == 9
-        lt = spawn(this_proc(), "ltrainer", Trainer)
-        @test fetch(call_one(lt.setup); timeout = 60)
-        @test fetch(call_one(lt.step); timeout = 60) == 101
         wait(stop(lx); timeout = 30); wait(stop(ly); timeout = 30); wait(stop(lt); timeout = 30)
         wait(stop(solo); timeout = 60)
     end
