@@ -112,3 +112,9 @@ struct Fragile end
 @endpoint break_actor(f::Fragile, msg) = throw(ActorFailure(msg))
 @endpoint break_call(f::Fragile, msg) = error(msg)
 @endpoint alive(f::Fragile) = true
+
+"""Sets task-local storage in its constructor; its endpoints read it."""
+struct Tagged
+    Tagged(tag::String) = (task_local_storage(:tag, tag); new())
+end
+@endpoint tag(t::Tagged) = task_local_storage(:tag)

@@ -228,6 +228,12 @@ end
 
     @testset "failure semantics" begin
         solo = spawn_procs(this_host(); per_host = (gpus = 1,))
+        # An actor's constructor and endpoints run on one task (the first
+        # actor's: the serving task; the second's: its own).
+        ta = spawn(solo, "tag_a", Tagged, "a")
+        tb = spawn(solo, "tag_b", Tagged, "b")
+        @test fetch(call_one(tb.tag); timeout = 60) == "b"
+        @test fetch(call_one(ta.tag); timeout = 60) == "a"
         fr = spawn(solo, "fragile", Fragile)
         # A plain error fails the call only.
         e = try
