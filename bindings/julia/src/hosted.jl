@@ -26,9 +26,19 @@ end
 
 const HOSTED = Dict{String, Hosted}()
 
-# The worker whose handler runs on the current task (worker.jl), if any.
-current_worker() = get(task_local_storage(), WORKER_KEY, nothing)
-current_event() = (w = current_worker(); w === nothing ? Ptr{CAPI.monarch_event}(C_NULL) : w.event)
+"""Where the handlers running on one task find the event being handled
+(each actor's task has one, see worker.jl)."""
+mutable struct EventSlot
+    event::Ptr{CAPI.monarch_event}
+end
+EventSlot() = EventSlot(C_NULL)
+# Task-local key of the current task's EventSlot.
+const EVENT_SLOT_KEY = :monarch_event_slot
+
+function current_event()
+    slot = get(task_local_storage(), EVENT_SLOT_KEY, nothing)
+    return slot === nothing ? Ptr{CAPI.monarch_event}(C_NULL) : slot.event
+end
 
 """The point of the actor whose message is being handled: its rank and
 coordinates in the mesh the message was sent to."""
@@ -140,20 +150,21 @@ function error_payload(e)
     end
 end
 
-"""Handle one event (not STOP_PROC) and answer it; `w` is the worker whose
-task runs it (its `event` is the current event meanwhile), or nothing."""
-function handle_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_header, w = nothing)
+"""Handle one event (not STOP_PROC) and answer it; `slot` (the running
+task's EventSlot, or nothing) holds the event meanwhile."""
+function handle_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_header,
+                      slot::Union{Nothing, EventSlot} = nothing)
     kind = hdr.kind
     local reply
     failed = nothing
-    w === nothing || (w.event = ev)
+    slot === nothing || (slot.event = ev)
     try
         reply = run_event(kind, ev, hdr)
     catch e
         failed = (e, catch_backtrace())
     end
     msg = failed === nothing ? "" : replace(error_text(kind, ev, hdr, failed...), '\0' => ' ')
-    w === nothing || (w.event = C_NULL)
+    slot === nothing || (slot.event = C_NULL)
     # An answer that cannot be delivered (its caller is gone) is logged; the proc serves on.
     st = if failed === nothing
         if !hdr.wants_reply

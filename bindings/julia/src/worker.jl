@@ -22,12 +22,8 @@ mutable struct ActorWorker
     key::String
     queue::Channel{Tuple{Ptr{CAPI.monarch_event}, CAPI.monarch_event_header}}
     task::Union{Nothing, Task}
-    # The event being handled (its point is read only when asked for).
-    event::Ptr{CAPI.monarch_event}
+    slot::EventSlot
 end
-
-# Task-local key of the worker running on a task (hosted.jl's current_worker).
-const WORKER_KEY = :monarch_actor_worker
 # The workers of this process's actors, by actor key.
 const WORKERS = Dict{String, ActorWorker}()
 # The actor running on the serving task, and whether its handler is running.
@@ -41,13 +37,13 @@ const STOP_WAIT_S = 5.0
 const EventQueue = Channel{Tuple{Ptr{CAPI.monarch_event}, CAPI.monarch_event_header}}
 
 function new_worker(key::String, own_task::Bool)
-    w = ActorWorker(key, EventQueue(typemax(Int)), nothing, C_NULL)
+    w = ActorWorker(key, EventQueue(typemax(Int)), nothing, EventSlot())
     WORKERS[key] = w
     if own_task
         w.task = @async run_worker(w)
     else
         FIRST[] = w
-        task_local_storage(WORKER_KEY, w)
+        task_local_storage(EVENT_SLOT_KEY, w.slot)
         task_local_storage(OWNER_KEY, key)
     end
     return w
@@ -57,7 +53,7 @@ end
 function run_handler(w::ActorWorker, ev, hdr)
     HANDLING[] += 1
     try
-        handle_event(ev, hdr, w)
+        handle_event(ev, hdr, w.slot)
     catch e
         @error "monarch: handling an event failed" actor = w.key exception = (e, catch_backtrace())
     finally
@@ -71,7 +67,7 @@ function run_handler(w::ActorWorker, ev, hdr)
 end
 
 function run_worker(w::ActorWorker)
-    task_local_storage(WORKER_KEY, w)
+    task_local_storage(EVENT_SLOT_KEY, w.slot)
     task_local_storage(OWNER_KEY, w.key)
     for (ev, hdr) in w.queue
         run_handler(w, ev, hdr)
@@ -92,7 +88,7 @@ function run_first(w::ActorWorker, ev, hdr)
     end
     if !isopen(w.queue)
         FIRST[] = nothing
-        task_local_storage(WORKER_KEY, nothing)
+        task_local_storage(EVENT_SLOT_KEY, nothing)
         task_local_storage(OWNER_KEY, "")
         # Events that came after its stop: answered ("no actor").
         while isready(w.queue)
