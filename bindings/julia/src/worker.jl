@@ -121,6 +121,7 @@ end
 function stop_workers()
     ws = collect(values(WORKERS))
     empty!(WORKERS)
+    FIRST[] = nothing
     foreach(w -> close(w.queue), ws)
     deadline = time() + STOP_WAIT_S
     while any(w -> w.task !== nothing && !istaskdone(w.task), ws) && time() < deadline
@@ -141,7 +142,11 @@ function relieve(rt::Runtime, done::Ref{Bool})
                     CAPI.monarch_event_free(ev[])
                     STOPPING[] = true
                 else
-                    dispatch_event(ev[], hdr[], false)
+                    try
+                        dispatch_event(ev[], hdr[], false)
+                    catch e
+                        @error "monarch: routing an event failed" exception = (e, catch_backtrace())
+                    end
                 end
             elseif st == CAPI.MONARCH_ERR_TIMEOUT
                 WAITERS[] += 1
@@ -171,6 +176,7 @@ end
 the proc is stopped). Returns false once the runtime stopped."""
 function serve(; timeout::Real = Inf, block::Bool = true)
     rt = runtime()
+    STOPPING[] = false
     done = Ref(false)
     relief = @async try
         relieve(rt, done)
