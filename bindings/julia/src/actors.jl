@@ -25,13 +25,14 @@ Base.getproperty(m::ActorMesh, s::Symbol) = s in fieldnames(ActorMesh) ? getfiel
 """The name libmonarch carries for a Julia type (its module path and name)."""
 type_name(T::Type) = string(parentmodule(T), ".", nameof(T))
 
-function spawn_mesh(pm::ProcMesh, name, tname, parts, what, timeout, wait::Bool)
+function spawn_mesh(pm::ProcMesh, name, tname, parts, what, timeout, wait::Bool, julia_actors::Bool)
     mesh = Ref{Ptr{CAPI.monarch_actor_mesh}}(C_NULL)
     ready = Ref{Ptr{CAPI.monarch_future}}(C_NULL)
+    claim_spawns(runtime())
     with_parts(parts) do arr, n
         check_actors(CAPI.monarch_actor_mesh_spawn(handle(pm), cstr(name), cstr(tname), arr, n, mesh, ready), what)
     end
-    fut = Future(ready[], all_points(raw_value, what), what)
+    fut = Future(ready[], all_points(raw_value, what, julia_actors), what)
     wait || return mesh[]
     try
         fetch(fut; timeout = timeout)
@@ -47,13 +48,15 @@ end
 
 One `ActorType(args...)` on every proc (a Julia worker, where the type is
 defined because the worker runs the same script). Waits until every
-constructor ran; a constructor that throws is an ActorError. With
-`wait=false` it returns at once (messages wait for construction; a failed
-constructor then fails them): what an endpoint spawning on its own proc
-(`this_proc()`) needs, since that constructor runs after the endpoint returns.
+constructor ran. A constructor that throws fails its actor: `spawn` throws
+a SupervisionError with the failure report (naming the constructor's
+exception), the mesh's owner hears of it once (a supervision event), and
+later calls to that actor fail with the same report. With `wait=false` it
+returns at once (messages wait for construction; a failed constructor then
+fails them with SupervisionError).
 """
 function spawn(pm::ProcMesh, name::AbstractString, T::Type, args...; timeout::Real = 120, wait::Bool = true)
-    p = spawn_mesh(pm, name, type_name(T), [serialize_bytes(args)], "spawning $name of $T", timeout, wait)
+    p = spawn_mesh(pm, name, type_name(T), [serialize_bytes(args)], "spawning $name of $T", timeout, wait, true)
     return managed(ActorMesh(p, String(name), T, false))
 end
 
@@ -66,7 +69,7 @@ Spawn actors of any language by type name with raw argument parts: a
 """
 function spawn_native(pm::ProcMesh, name::AbstractString, tname::AbstractString, parts...; timeout::Real = 120,
                       wait::Bool = true)
-    p = spawn_mesh(pm, name, tname, [as_part(x) for x in parts], "spawning $name of $tname", timeout, wait)
+    p = spawn_mesh(pm, name, tname, [as_part(x) for x in parts], "spawning $name of $tname", timeout, wait, false)
     return managed(ActorMesh(p, String(name), String(tname), true))
 end
 
@@ -92,19 +95,19 @@ end
 function call(m::ActorMesh, method::Symbol, args...)
     raw, f = start_call(m, method, args, CAPI.MONARCH_CALL_ALL)
     what = describe(m, method)
-    return Future(f, all_points(decoder(raw), what), what)
+    return Future(f, all_points(decoder(raw), what, !getfield(m, :native)), what)
 end
 """Call `method` of the mesh's single actor: a Future of its reply."""
 function call_one(m::ActorMesh, method::Symbol, args...)
     raw, f = start_call(m, method, args, CAPI.MONARCH_CALL_ONE)
     what = describe(m, method)
-    return Future(f, one_point(decoder(raw), what), what)
+    return Future(f, one_point(decoder(raw), what, !getfield(m, :native)), what)
 end
 """Call `method` of one actor chosen by the runtime: a Future of its reply."""
 function choose(m::ActorMesh, method::Symbol, args...)
     raw, f = start_call(m, method, args, CAPI.MONARCH_CALL_CHOOSE)
     what = describe(m, method)
-    return Future(f, one_point(decoder(raw), what), what)
+    return Future(f, one_point(decoder(raw), what, !getfield(m, :native)), what)
 end
 """Send to every actor, nobody answers; a failure goes to the mesh's owner."""
 function Base.broadcast(m::ActorMesh, method::Symbol, args...)

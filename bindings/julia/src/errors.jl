@@ -1,5 +1,6 @@
 # Errors: a failed C call (MonarchError), failed endpoints (ActorError),
-# failed meshes (SupervisionError), and waits that ran out (TimeoutError).
+# failed meshes (SupervisionError), what an endpoint throws to fail its
+# actor (ActorFailure), and waits that ran out (TimeoutError).
 
 """A libmonarch call that failed: its status code, name and message."""
 struct MonarchError <: Exception
@@ -16,11 +17,14 @@ end
 Base.showerror(io::IO, e::TimeoutError) = print(io, "TimeoutError: ", e.what)
 
 """One failed point of a call: its rank, the remote message (with the
-remote traceback) and the remote exception when it came from Julia."""
+remote traceback), the remote exception when it came from Julia, and
+whether the actor answered (false: a failure report of the runtime, for a
+failed actor or proc)."""
 struct Failure
     rank::Int
     message::String
     exception::Any
+    answered::Bool
 end
 
 """Endpoints that failed: the first failure's message, every failure, and
@@ -46,6 +50,19 @@ struct SupervisionError <: Exception
     event::Any
 end
 Base.showerror(io::IO, e::SupervisionError) = print(io, "SupervisionError: ", e.message)
+
+"""
+    ActorFailure(message)
+
+Thrown by an endpoint to fail its actor (monarch_event_fail): the caller
+gets the failure report (a SupervisionError), later calls to the actor
+fail, and the actor's owner hears of it once. Any other exception only
+fails the call (an ActorError), and the actor lives on.
+"""
+struct ActorFailure <: Exception
+    message::String
+end
+Base.showerror(io::IO, e::ActorFailure) = print(io, "ActorFailure: ", e.message)
 
 function status_error(status::Integer)
     msg = unsafe_string(CAPI.monarch_last_error())

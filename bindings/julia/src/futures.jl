@@ -1,6 +1,7 @@
 # Futures: a pending result. `fetch`/`wait` take a timeout and leave the
 # Julia scheduler running. A task that is the only one waiting, while no
-# other task is runnable, waits inside libmonarch (whose waiting thread reads
+# other task is runnable and no actor handler is in progress (worker.jl),
+# waits inside libmonarch (whose waiting thread reads
 # the sockets itself: the fast path) in slices of at most BLOCK_MS, letting
 # libuv and other tasks run between slices; otherwise tasks sleep on the
 # runtime's notification fd (runtime.jl), woken by its task.
@@ -54,7 +55,7 @@ function Base.wait(f::Future; timeout::Real = DEFAULT_TIMEOUT)
             remaining = deadline - time()
             remaining <= 0 && throw(TimeoutError("$(what_text(f.what)) not complete after $(timeout) s"))
             is_running(rt) || throw(status_error(CAPI.MONARCH_ERR_STOPPED))
-            if WAITERS[] == 1 && !other_tasks_waiting()
+            if WAITERS[] == 1 && HANDLING[] == 0 && !other_tasks_waiting()
                 ms = clamp(round(Int64, min(remaining, 1.0) * 1000), 0, BLOCK_MS)
                 st = CAPI.monarch_future_wait(f.ptr, ms)
                 st == CAPI.MONARCH_OK && break

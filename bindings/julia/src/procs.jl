@@ -89,6 +89,7 @@ function spawn_procs(host::HostMesh = this_host(); per_host::NamedTuple = (gpus 
     end
     envs = ["$k=$v" for (k, v) in env]
     out = Ref{Ptr{CAPI.monarch_proc_mesh}}(C_NULL)
+    claim_spawns(rt)
     with_cstrings(labels) do l
         with_cstrings(argv) do a
             with_cstrings(envs) do e

@@ -62,6 +62,18 @@ const BLOCK_MS = 5
 other_tasks_waiting() = isdefined(Base, :Workqueue) && !isempty(Base.Workqueue)
 run_other_tasks() = (isdefined(Base, :process_events) && Base.process_events(); yield())
 
+# How many actor handlers are in progress in this process (worker.jl):
+# while one is, no wait holds the thread inside libmonarch, since the
+# events and replies it may wait for are taken by other tasks.
+const HANDLING = Ref(0)
+# Task-local key of the actor whose handler runs on a task (worker.jl).
+const OWNER_KEY = :monarch_actor
+
+"""Make the actor whose handler runs on the current task (none: this
+process's top level) the owner of the meshes spawned next: tasks of several
+actors share the thread whose owner libmonarch records."""
+claim_spawns(rt::Runtime) = check(CAPI.monarch_runtime_set_owner(rt.ptr, get(task_local_storage(), OWNER_KEY, "")))
+
 """Wait for the next wake of the runtime's fd, at most `timeout` seconds."""
 function wait_tick(rt::Runtime, timeout::Real)
     timer = Timer(_ -> notify(rt.tick), max(timeout, 0.0))

@@ -58,7 +58,7 @@ end
 
 """Read every point of `raw`: returns (shape, values or failures), freeing it.
 `decode(parts::Vector{Vector{UInt8}})` turns one point's parts into a value."""
-function read_points(raw::RawValueMesh, decode, want_shape::Bool = true)
+function read_points(raw::RawValueMesh, decode, want_shape::Bool = true, julia_actors::Bool = false)
     ptr = raw.ptr
     try
         shape = want_shape ? parse_shape(owned_bytes((o, n) -> CAPI.monarch_value_mesh_shape(ptr, o, n))) :
@@ -75,7 +75,8 @@ function read_points(raw::RawValueMesh, decode, want_shape::Bool = true)
             parts = point_parts(ptr, r, Int(np[]))
             if iserr[]
                 msg = err[] == C_NULL ? "" : unsafe_string(err[])
-                push!(failures, Failure(r, msg, remote_exception_of(parts)))
+                # A Julia actor's error answer always has a part; other languages' may not.
+                push!(failures, Failure(r, msg, remote_exception_of(parts), !julia_actors || !isempty(parts)))
                 values[r + 1] = nothing
             else
                 values[r + 1] = decode(parts)
@@ -124,23 +125,29 @@ end
 raw_value(parts::Vector{Vector{UInt8}}) = isempty(parts) ? nothing : length(parts) == 1 ? parts[1] : Tuple(parts)
 julia_value(parts::Vector{Vector{UInt8}}) = isempty(parts) ? nothing : deserialize_bytes(parts[1])
 
+"""Throw for failed points: ActorError when an actor answered with an
+error, else (only failure reports of the runtime) SupervisionError."""
 function raise_failures(failures, total, what)
     isempty(failures) && return
     msg = failures[1].message
-    throw(ActorError(isempty(msg) ? "$(what_text(what)) failed" : msg, failures, total))
+    msg = isempty(msg) ? "$(what_text(what)) failed" : msg
+    any(f -> f.answered, failures) || throw(SupervisionError(msg, nothing))
+    throw(ActorError(msg, failures, total))
 end
 
-"""Converters for futures: every point (a ValueMesh) or the single one."""
-function all_points(decode, what)
+"""Converters for futures: every point (a ValueMesh) or the single one.
+`julia_actors`: the points come from Julia actors (whose error answers
+always have a part; one without is a failure report)."""
+function all_points(decode, what, julia_actors::Bool = false)
     return raw -> begin
-        shape, values, failures = read_points(raw, decode)
+        shape, values, failures = read_points(raw, decode, true, julia_actors)
         raise_failures(failures, length(values), what)
         ValueMesh(shape, values)
     end
 end
-function one_point(decode, what)
+function one_point(decode, what, julia_actors::Bool = false)
     return raw -> begin
-        _, values, failures = read_points(raw, decode, false)
+        _, values, failures = read_points(raw, decode, false, julia_actors)
         raise_failures(failures, length(values), what)
         length(values) == 1 || throw(ArgumentError("$(what_text(what)): expected one reply, got $(length(values))"))
         values[1]

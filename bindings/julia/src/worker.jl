@@ -1,200 +1,228 @@
-# Hosting Julia actors: the event loop of a worker proc (the controller's
+# Serving Julia actors: the event loop of a worker proc (the controller's
 # script re-run, see serve_if_worker) and of `this_proc()` in any process.
 #
-# Protocol (what other languages see):
-# * spawn: type name "Module.Type" with part 0 the serialized argument
-#   tuple (a Julia caller), or "Module:Type" with raw parts, each passed as
-#   one Vector{UInt8} to the constructor (any caller). Answered with no parts.
-# * message: the endpoint's function (see @endpoint) is called with the
-#   actor and the deserialized arguments (plain) or one Vector{UInt8} per
-#   part (raw); the answer is the serialized value or the raw parts.
-# * error answer: message "Type.method on rank R: <error and backtrace>",
-#   part 0 the serialized exception (when it serializes).
-# * stop-actor: `cleanup(actor)`, answered with no parts. stop-proc: the
-#   loop ends.
-# * supervise: `supervise(actor, event)`; `true` = handled, else escalated.
+# Each actor is its own sequential worker: its events (constructor,
+# messages, supervise, stop) run one at a time in order of arrival, while
+# the proc's other actors go on whenever it yields (waits for a future,
+# sleeps, does I/O). So an endpoint may call and wait for another actor of
+# its own proc, and a long wait in one actor does not hold up its
+# neighbours. hosted.jl handles each event.
+#
+# The serving task takes events from libmonarch. The first actor of the
+# proc runs on the serving task itself (a proc with one actor switches no
+# task per event); every other actor has a task of its own with a queue.
+# While the first actor's handler runs, a relief task takes the events
+# instead (it wakes on the runtime's fd, which needs the handler to yield,
+# so a handler that does not yield costs nothing), queueing the first
+# actor's own events for the serving task to run after it.
 
-mutable struct Hosted
-    instance::Any
-    rank::Int
-    shape::Shape
+"""An actor's worker: its queue of events and the task running them
+(`nothing`: the serving task, for the proc's first actor)."""
+mutable struct ActorWorker
+    key::String
+    queue::Channel{Tuple{Ptr{CAPI.monarch_event}, CAPI.monarch_event_header}}
+    task::Union{Nothing, Task}
+    slot::EventSlot
 end
+# The workers of this process's actors, by actor key.
+const WORKERS = Dict{String, ActorWorker}()
+# The actor running on the serving task, and whether its handler is running.
+const FIRST = Ref{Union{Nothing, ActorWorker}}(nothing)
+const FIRST_RUNNING = Ref(false)
+# Set when the relief task took STOP_PROC.
+const STOPPING = Ref(false)
+# How long a stopping proc waits for its actors' queued events.
+const STOP_WAIT_S = 5.0
 
-const HOSTED = Dict{String, Hosted}()
-# The event being handled (its point is read only when asked for).
-const CURRENT_EVENT = Ref{Ptr{CAPI.monarch_event}}(C_NULL)
+const EventQueue = Channel{Tuple{Ptr{CAPI.monarch_event}, CAPI.monarch_event_header}}
 
-"""The point of the actor whose message is being handled: its rank and
-coordinates in the mesh the message was sent to."""
-function current_rank()
-    ev = CURRENT_EVENT[]
-    ev == C_NULL && throw(ArgumentError("current_rank() is only known inside an endpoint"))
-    rank, shape = event_point(ev)
-    return Point(rank, coords_of(shape, rank))
-end
-current_rank_number() = (ev = CURRENT_EVENT[]; ev == C_NULL ? nothing : event_point(ev)[1])
-
-"""Resolve "Module.Type" or "Module:Type" to a type, from Main."""
-function resolve_type(name::AbstractString)
-    path = split(replace(name, ':' => '.'), '.')
-    obj = Main
-    for p in path
-        (obj isa Module && isdefined(obj, Symbol(p))) || throw(ArgumentError("no actor type $name in this worker"))
-        obj = getfield(obj, Symbol(p))
-    end
-    obj isa Type || throw(ArgumentError("$name is not a type"))
-    return obj
-end
-
-function event_parts(ev, hdr)
-    n = Int(hdr.nparts)
-    parts = Vector{Vector{UInt8}}(undef, n)
-    d = Ref{Ptr{UInt8}}(C_NULL)
-    l = Ref{Csize_t}(0)
-    for i in 0:n - 1
-        if i == 0
-            ptr, len = hdr.part0, hdr.part0_len
-        else
-            check(CAPI.monarch_event_part(ev, i, d, l))
-            ptr, len = d[], l[]
-        end
-        parts[i + 1] = len == 0 ? UInt8[] : copy(unsafe_wrap(Array, ptr, Int(len)))
-    end
-    return parts
-end
-
-function event_point(ev)
-    r = Ref{UInt64}(0)
-    s = Ref{Ptr{UInt8}}(C_NULL)
-    n = Ref{Csize_t}(0)
-    check(CAPI.monarch_event_rank(ev, r, s, n))
-    shape = s[] == C_NULL ? Shape(String[], Int[]) : parse_shape(copy(unsafe_wrap(Array, s[], Int(n[]))))
-    return Int(r[]), shape
-end
-
-"""The reply parts of a raw endpoint's return value."""
-raw_reply(x::Nothing) = Vector{UInt8}[]
-raw_reply(x::AbstractVector{UInt8}) = [Vector{UInt8}(x)]
-raw_reply(x::Union{Tuple, AbstractVector}) = [as_part(p) for p in x]
-raw_reply(x) = throw(ArgumentError("a raw endpoint returns bytes, nothing or a tuple of bytes; got $(typeof(x))"))
-
-function run_event(kind, ev, hdr)
-    actor = unsafe_string(hdr.actor)
-    if kind == CAPI.MONARCH_EVENT_SPAWN
-        tname = unsafe_string(hdr.type_name)
-        parts = event_parts(ev, hdr)
-        T = resolve_type(tname)
-        rank, shape = event_point(ev)
-        instance = occursin(':', tname) ? T(parts...) : T(julia_value(parts)...)
-        HOSTED[actor] = Hosted(instance, rank, shape)
-        return Vector{UInt8}[]
-    end
-    hosted = get(HOSTED, actor, nothing)
-    hosted === nothing && throw(ArgumentError("no actor $actor in this proc"))
-    if kind == CAPI.MONARCH_EVENT_MESSAGE
-        method = Symbol(unsafe_string(hdr.method))
-        f, raw = find_endpoint(typeof(hosted.instance), method)
-        parts = event_parts(ev, hdr)
-        return raw ? raw_reply(f(hosted.instance, parts...)) : [serialize_bytes(f(hosted.instance, julia_value(parts)...))]
-    elseif kind == CAPI.MONARCH_EVENT_STOP_ACTOR
-        delete!(HOSTED, actor)
-        cleanup(hosted.instance)
-        return Vector{UInt8}[]
-    elseif kind == CAPI.MONARCH_EVENT_SUPERVISE
-        se = parse_supervision(event_parts(ev, hdr)[1])
-        supervise(hosted.instance, se) === true ||
-            throw(ErrorException("actor $(typeof(hosted.instance)) did not handle the failure: $(se.report)"))
-        return Vector{UInt8}[]
-    end
-    throw(ArgumentError("unknown event kind $kind"))
-end
-
-function error_text(kind, hdr, e, bt)
-    actor = get(HOSTED, unsafe_string(hdr.actor), nothing)
-    T = actor === nothing ? "" : "$(nameof(typeof(actor.instance)))."
-    what = kind == CAPI.MONARCH_EVENT_MESSAGE ? "$T$(unsafe_string(hdr.method))" :
-        kind == CAPI.MONARCH_EVENT_SPAWN ? "$(unsafe_string(hdr.type_name)) constructor" : "event $kind"
-    r = current_rank_number()
-    rank = r === nothing ? "" : " on rank $r"
-    return "$what$rank: " * sprint(showerror, e, bt)
-end
-
-"""Handle one event; false once the proc should stop."""
-function handle_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_header)
-    kind = hdr.kind
-    if kind == CAPI.MONARCH_EVENT_STOP_PROC
-        CAPI.monarch_event_free(ev)
-        return false
-    end
-    local reply
-    failed = nothing
-    CURRENT_EVENT[] = ev
-    try
-        reply = run_event(kind, ev, hdr)
-    catch e
-        failed = (e, catch_backtrace())
-    end
-    msg = failed === nothing ? "" : error_text(kind, hdr, failed...)
-    CURRENT_EVENT[] = C_NULL
-    # An answer that cannot be delivered (its caller is gone) is logged; the proc serves on.
-    st = if failed === nothing
-        if !hdr.wants_reply
-            CAPI.monarch_event_free(ev)
-        elseif length(reply) == 1
-            p = reply[1]
-            GC.@preserve p CAPI.monarch_event_reply_one_and_free(ev, pointer(p), length(p))
-        else
-            s = with_parts((a, n) -> CAPI.monarch_event_reply(ev, a, n), reply)
-            CAPI.monarch_event_free(ev)
-            s
-        end
+function new_worker(key::String, own_task::Bool)
+    w = ActorWorker(key, EventQueue(typemax(Int)), nothing, EventSlot())
+    WORKERS[key] = w
+    if own_task
+        w.task = @async run_worker(w)
     else
-        e = failed[1]
-        payload = try
-            [serialize_bytes(e)]
-        catch
-            Vector{UInt8}[]
-        end
-        # A failed broadcast is answered too: the runtime then fails the actor
-        # and reports to the mesh's owner.
-        s = with_parts((a, n) -> CAPI.monarch_event_reply_error(ev, cstr(replace(msg, '\0' => ' ')), a, n), payload)
-        CAPI.monarch_event_free(ev)
-        s
+        FIRST[] = w
+        task_local_storage(EVENT_SLOT_KEY, w.slot)
+        task_local_storage(OWNER_KEY, key)
     end
-    st == CAPI.MONARCH_OK || @warn "monarch: cannot deliver a reply" error = status_error(st)
-    return true
+    return w
 end
 
-# A worker's loop (`block=true`) waits for events inside libmonarch for at
-# most BLOCK_MS at a time, then lets libuv and the other tasks of the
-# process run: an event is picked up within microseconds, other tasks wait
-# at most BLOCK_MS, and while other tasks are runnable it only checks.
-# The loop of `this_proc()` in a controller (`block=false`) sleeps on the
-# runtime's fd instead, never holding the thread.
+"""Run one event of `w` on the current task (its own, or the serving task's)."""
+function run_handler(w::ActorWorker, ev, hdr)
+    HANDLING[] += 1
+    try
+        handle_event(ev, hdr, w.slot)
+    catch e
+        @error "monarch: handling an event failed" actor = w.key exception = (e, catch_backtrace())
+    finally
+        HANDLING[] -= 1
+    end
+    if hdr.kind == CAPI.MONARCH_EVENT_STOP_ACTOR
+        # Events queued after the stop are answered ("no actor") as the queue drains.
+        get(WORKERS, w.key, nothing) === w && delete!(WORKERS, w.key)
+        close(w.queue)
+    end
+end
+
+function run_worker(w::ActorWorker)
+    task_local_storage(EVENT_SLOT_KEY, w.slot)
+    task_local_storage(OWNER_KEY, w.key)
+    for (ev, hdr) in w.queue
+        run_handler(w, ev, hdr)
+    end
+end
+
+"""On the serving task: run an event of the first actor, then the events
+the relief task queued for it meanwhile."""
+function run_first(w::ActorWorker, ev, hdr)
+    FIRST_RUNNING[] = true
+    try
+        run_handler(w, ev, hdr)
+        while isready(w.queue)
+            run_handler(w, take!(w.queue)...)
+        end
+    finally
+        FIRST_RUNNING[] = false
+    end
+    if !isopen(w.queue)
+        FIRST[] = nothing
+        task_local_storage(EVENT_SLOT_KEY, nothing)
+        task_local_storage(OWNER_KEY, "")
+        # Events that came after its stop: answered ("no actor").
+        while isready(w.queue)
+            handle_event(take!(w.queue)...)
+        end
+    end
+end
+
+"""Route one event (not STOP_PROC) to its actor's worker; a spawn starts
+one (on the serving task when the proc has no first actor). Events for an
+actor without a worker are answered here."""
+function dispatch_event(ev::Ptr{CAPI.monarch_event}, hdr::CAPI.monarch_event_header, serving::Bool)
+    key = unsafe_string(hdr.actor)
+    w = get(WORKERS, key, nothing)
+    if w === nothing
+        hdr.kind == CAPI.MONARCH_EVENT_SPAWN || return handle_event(ev, hdr)
+        w = new_worker(key, !(serving && FIRST[] === nothing))
+    end
+    if w.task === nothing
+        serving ? run_first(w, ev, hdr) : put!(w.queue, (ev, hdr))
+    else
+        put!(w.queue, (ev, hdr))
+        # The actor's task runs now, then this loop goes on.
+        yield()
+    end
+    return nothing
+end
+
+"""STOP_PROC: the workers finish the events they hold (for up to STOP_WAIT_S), then end."""
+function stop_workers()
+    ws = collect(values(WORKERS))
+    empty!(WORKERS)
+    FIRST[] = nothing
+    foreach(w -> close(w.queue), ws)
+    deadline = time() + STOP_WAIT_S
+    while any(w -> w.task !== nothing && !istaskdone(w.task), ws) && time() < deadline
+        sleep(0.01)
+    end
+end
+
+"""Take events while the first actor's handler runs (see the top)."""
+function relieve(rt::Runtime, done::Ref{Bool})
+    ev = Ref{Ptr{CAPI.monarch_event}}(C_NULL)
+    hdr = Ref{CAPI.monarch_event_header}()
+    while is_running(rt) && !done[]
+        wait_tick(rt, 1.0)
+        while FIRST_RUNNING[] && !STOPPING[] && is_running(rt)
+            st = CAPI.monarch_runtime_next_event_header(rt.ptr, 0, ev, hdr)
+            if st == CAPI.MONARCH_OK
+                if hdr[].kind == CAPI.MONARCH_EVENT_STOP_PROC
+                    CAPI.monarch_event_free(ev[])
+                    STOPPING[] = true
+                else
+                    try
+                        dispatch_event(ev[], hdr[], false)
+                    catch e
+                        @error "monarch: routing an event failed" exception = (e, catch_backtrace())
+                    end
+                end
+            elseif st == CAPI.MONARCH_ERR_TIMEOUT
+                WAITERS[] += 1
+                try
+                    wait_tick(rt, 1.0)
+                finally
+                    WAITERS[] -= 1
+                end
+            else
+                st == CAPI.MONARCH_ERR_STOPPED || @error "monarch: taking events failed" error = status_error(st)
+                break
+            end
+        end
+    end
+end
+
+# The serving task waits for events inside libmonarch (`block=true`, a
+# worker's loop) for at most BLOCK_MS at a time, then lets libuv and the
+# other tasks of the process run: an event is picked up within
+# microseconds, other tasks wait at most BLOCK_MS, and while other tasks
+# are runnable it only checks. While a handler is running on another task
+# (it may be waiting for a future, which must not find the thread held),
+# and in a controller's loop for `this_proc()` (`block=false`), it sleeps
+# on the runtime's fd instead, never holding the thread.
 
 """Serve this process's actors for up to `timeout` seconds (`Inf`: until
 the proc is stopped). Returns false once the runtime stopped."""
 function serve(; timeout::Real = Inf, block::Bool = true)
     rt = runtime()
+    STOPPING[] = false
+    done = Ref(false)
+    relief = @async try
+        relieve(rt, done)
+    catch e
+        @error "monarch: the relief task stopped" exception = (e, catch_backtrace())
+    end
+    try
+        return serve_loop(rt, timeout, block)
+    finally
+        done[] = true
+        notify(rt.tick)
+    end
+end
+
+function serve_loop(rt::Runtime, timeout::Real, block::Bool)
     deadline = time() + timeout
     ev = Ref{Ptr{CAPI.monarch_event}}(C_NULL)
     hdr = Ref{CAPI.monarch_event_header}()
     while true
         is_running(rt) || return false
+        if STOPPING[]
+            stop_workers()
+            return false
+        end
+        first = FIRST[]
+        first === nothing || isready(first.queue) && run_first(first, take!(first.queue)...)
         remaining = deadline - time()
-        slice_ms = (!block || other_tasks_waiting()) ? 0 : clamp(round(Int64, min(remaining, 1.0) * 1000), 0, BLOCK_MS)
+        holds = block && HANDLING[] == 0
+        slice_ms = (!holds || other_tasks_waiting()) ? 0 : clamp(round(Int64, min(remaining, 1.0) * 1000), 0, BLOCK_MS)
         st = CAPI.monarch_runtime_next_event_header(rt.ptr, slice_ms, ev, hdr)
         if st == CAPI.MONARCH_OK
-            handle_event(ev[], hdr[]) || return false
+            if hdr[].kind == CAPI.MONARCH_EVENT_STOP_PROC
+                CAPI.monarch_event_free(ev[])
+                stop_workers()
+                return false
+            end
+            dispatch_event(ev[], hdr[], true)
         elseif st == CAPI.MONARCH_ERR_TIMEOUT
             remaining <= 0 && return true
-            if block
+            if holds
                 run_other_tasks()
             else
                 # Counted as a waiter, so a future's wait does not hold the thread meanwhile.
                 WAITERS[] += 1
                 try
-                    wait_tick(rt, min(remaining, 3600.0))
+                    other_tasks_waiting() ? run_other_tasks() : wait_tick(rt, min(remaining, 3600.0))
                 finally
                     WAITERS[] -= 1
                 end

@@ -62,3 +62,59 @@ end
 @endpoint break_child(g::Guardian) = (broadcast(g.child.fail, "child broke"); true)
 @endpoint seen(g::Guardian) = [(e.cause, e.report) for e in g.seen]
 Monarch.supervise(g::Guardian, e::Monarch.SupervisionEvent) = (push!(g.seen, e); true)
+@endpoint function start_bad_child(g::Guardian)
+    g.child = spawn(this_proc(), "bad_child", Picky, false; wait = false)
+    return true
+end
+
+# Per-actor execution: actors of one proc go on while another waits.
+
+"""A gate shared by the actors of one proc: one waits on it, another opens it."""
+const GATE = Channel{Int}(1)
+@endpoint await_gate(c::Counter) = take!(GATE)
+@endpoint open_gate(c::Counter, v::Integer) = (put!(GATE, v); true)
+
+"""Appends to its log after yielding, so out-of-order handling would show."""
+mutable struct Recorder
+    log::Vector{Int}
+end
+Recorder() = Recorder(Int[])
+@endpoint function record(r::Recorder, i::Integer)
+    for _ in 1:(i % 3)
+        yield()
+    end
+    i % 7 == 0 && sleep(0.001)
+    push!(r.log, i)
+    return i
+end
+@endpoint log_of(r::Recorder) = r.log
+
+"""Spawns a Loader on its own proc and waits for it from its endpoints."""
+mutable struct Trainer
+    loader::Any
+end
+Trainer() = Trainer(nothing)
+@endpoint function setup(t::Trainer)
+    # The Loader's constructor runs while this endpoint waits for it.
+    t.loader = spawn(this_proc(), "loader", Loader, 100)
+    return fetch(call_one(t.loader.pid)) == getpid()
+end
+@endpoint step(t::Trainer) = fetch(call_one(t.loader.next_batch); timeout = 60)
+
+mutable struct Loader
+    next::Int
+end
+@endpoint next_batch(l::Loader) = (l.next += 1; l.next)
+@endpoint pid(l::Loader) = getpid()
+
+"""Fails its actor on request (ActorFailure) or only the call (any other error)."""
+struct Fragile end
+@endpoint break_actor(f::Fragile, msg) = throw(ActorFailure(msg))
+@endpoint break_call(f::Fragile, msg) = error(msg)
+@endpoint alive(f::Fragile) = true
+
+"""Sets task-local storage in its constructor; its endpoints read it."""
+struct Tagged
+    Tagged(tag::String) = (task_local_storage(:tag, tag); new())
+end
+@endpoint tag(t::Tagged) = task_local_storage(:tag)

@@ -14,6 +14,20 @@ const REPO = normpath(joinpath(@__DIR__, "..", "..", ".."))
 i64(v) = reinterpret(UInt8, [Int64(v)])
 from_i64(b) = reinterpret(Int64, b)[1]
 
+"""The supervision events of mesh `mesh` among the next ones (at least `n`
+of them, waiting up to 60 s), checking that no more come for it."""
+function events_of(mesh, n)
+    got = Monarch.SupervisionEvent[]
+    deadline = time() + 60
+    while count(e -> e.mesh == mesh, got) < n && time() < deadline
+        ev = next_supervision_event(; timeout = max(deadline - time(), 0))
+        ev === nothing || push!(got, ev)
+    end
+    ev = next_supervision_event(; timeout = 0.5)
+    ev === nothing || push!(got, ev)
+    return filter(e -> e.mesh == mesh, got)
+end
+
 @testset "Monarch.jl" begin
     @testset "library" begin
         @test Monarch.CAPI.monarch_abi_version() in Monarch.KNOWN_ABI_VERSIONS
@@ -80,7 +94,7 @@ from_i64(b) = reinterpret(Int64, b)[1]
         end
         @test err isa ActorError && occursin("raw endpoint returns bytes", err.message)
         wait(stop(c); timeout = 60)
-        @test_throws ActorError fetch(call(c.value); timeout = 60)
+        @test_throws SupervisionError fetch(call(c.value); timeout = 60)   # refused by the runtime
     end
 
     @testset "views" begin
@@ -128,19 +142,28 @@ from_i64(b) = reinterpret(Int64, b)[1]
         @test remote_exception(e) isa ArgumentError
         @test occursin("3 more of 4", sprint(showerror, e))
         @test fetch(call_one(slice(c; gpus = 2).incr, 1)) == 1      # the actor lived on
+        # A constructor that throws fails its actor: a SupervisionError with
+        # the failure report, and one event per actor for the owner.
         ce = try
             spawn(procs, "picky", Picky, false); nothing
         catch err
             err
         end
-        @test ce isa ActorError && occursin("Picky refused to start", ce.message)
+        @test ce isa SupervisionError && occursin("Picky refused to start", ce.message)
+        @test occursin("and all its descendants have failed", ce.message)
+        @test occursin("the constructor of Main.Picky on rank", ce.message)
+        evs = events_of("picky", 4)
+        @test length(evs) == 4 && all(e -> e.cause == :spawn_failed, evs)
+        @test sort([e.ranks[1] for e in evs]) == [0, 1, 2, 3]
         @test fetch(call(spawn(procs, "fine", Picky, true).hello))[gpus = 0] == "hi"
         ne = try
             spawn_native(procs, "nosuch", "Main:NoSuchType"); nothing
         catch err
             err
         end
-        @test ne isa ActorError && occursin("no actor type", ne.message)
+        @test ne isa ActorError && occursin("no actor type", ne.message)     # native: what the actor said
+        @test length(events_of("nosuch", 4)) == 4
+        @test next_supervision_event(; timeout = 0.5) === nothing             # each heard once
     end
 
     @testset "futures and tasks" begin
@@ -162,6 +185,87 @@ from_i64(b) = reinterpret(Int64, b)[1]
         wait(producer)
         @test !istaskdone(waiter)
         @test fetch(waiter) == :awake
+    end
+
+    @testset "per-actor execution" begin
+        solo = spawn_procs(this_host(); per_host = (gpus = 1,))
+        # The first actor of a proc runs on its serving task, the others on
+        # tasks of their own: both kinds are exercised below.
+        r = spawn(solo, "recorder", Recorder)
+        x = spawn(solo, "x", Counter)
+        y = spawn(solo, "y", Counter)
+        # One actor waits on a gate another actor of the same proc opens.
+        f = call_one(x.await_gate)
+        @test fetch(call_one(y.open_gate, 7); timeout = 60)
+        @test fetch(f; timeout = 60) == 7
+        # An endpoint spawns an actor on its own proc and calls it.
+        t = spawn(solo, "trainer", Trainer)
+        @test fetch(call_one(t.setup); timeout = 60)
+        @test [fetch(call_one(t.step); timeout = 60) for _ in 1:3] == [101, 102, 103]
+        # Messages to one actor are handled one at a time, in order (its
+        # handler yields meanwhile), while another actor is called.
+        fs = Monarch.Future[]
+        for i in 1:60
+            push!(fs, call_one(r.record, i))
+            i % 10 == 0 && push!(fs, call_one(y.incr, 1))
+        end
+        broadcast(r.record, 61)
+        @test fetch(call_one(r.record, 62); timeout = 60) == 62
+        @test [fetch(f; timeout = 60) for f in fs] == vcat([vcat(collect(i - 9:i), [i ÷ 10]) for i in 10:10:60]...)
+        @test fetch(call_one(r.log_of); timeout = 60) == collect(1:62)
+        # The same in this process's own proc (its first actor: the trainer).
+        lt = spawn(this_proc(), "ltrainer", Trainer)
+        @test fetch(call_one(lt.setup); timeout = 60)
+        @test fetch(call_one(lt.step); timeout = 60) == 101
+        lx = spawn(this_proc(), "lx", Counter)
+        ly = spawn(this_proc(), "ly", Counter)
+        lf = call_one(lx.await_gate)
+        @test fetch(call_one(ly.open_gate, 9); timeout = 60)
+        @test fetch(lf; timeout = 60) == 9
+        wait(stop(lx); timeout = 30); wait(stop(ly); timeout = 30); wait(stop(lt); timeout = 30)
+        wait(stop(solo); timeout = 60)
+    end
+
+    @testset "failure semantics" begin
+        solo = spawn_procs(this_host(); per_host = (gpus = 1,))
+        # An actor's constructor and endpoints run on one task (the first
+        # actor's: the serving task; the second's: its own).
+        ta = spawn(solo, "tag_a", Tagged, "a")
+        tb = spawn(solo, "tag_b", Tagged, "b")
+        @test fetch(call_one(tb.tag); timeout = 60) == "b"
+        @test fetch(call_one(ta.tag); timeout = 60) == "a"
+        fr = spawn(solo, "fragile", Fragile)
+        # A plain error fails the call only.
+        e = try
+            fetch(call_one(fr.break_call, "only this call")); nothing
+        catch err
+            err
+        end
+        @test e isa ActorError && occursin("only this call", e.message)
+        @test fetch(call_one(fr.alive); timeout = 60)
+        # ActorFailure fails the actor: the caller gets the report, later
+        # calls fail, the owner hears once.
+        e = try
+            fetch(call_one(fr.break_actor, "the actor broke"); timeout = 60); nothing
+        catch err
+            err
+        end
+        @test e isa SupervisionError && occursin("the actor broke", e.message)
+        @test occursin("The actor fragile", e.message) && occursin("and all its descendants have failed", e.message)
+        @test_throws SupervisionError fetch(call_one(fr.alive); timeout = 60)
+        evs = events_of("fragile", 1)
+        @test length(evs) == 1 && evs[1].cause == :endpoint_error && occursin("the actor broke", evs[1].report)
+        # spawn without waiting: calls to an actor whose constructor threw fail.
+        p = spawn(solo, "picky_later", Picky, false; wait = false)
+        e = try
+            fetch(call_one(p.hello); timeout = 60); nothing
+        catch err
+            err
+        end
+        @test e isa SupervisionError && occursin("Picky refused to start", e.message)
+        @test length(events_of("picky_later", 1)) == 1
+        @test next_supervision_event(; timeout = 0.5) === nothing
+        wait(stop(solo); timeout = 60)
     end
 
     @testset "this_proc" begin
@@ -238,12 +342,23 @@ from_i64(b) = reinterpret(Int64, b)[1]
         end
         @test length(seen) == 1 && seen[1][1] == :endpoint_error && occursin("child broke", seen[1][2])
         @test next_supervision_event(; timeout = 0.5) === nothing   # handled, not escalated
+        # A child whose constructor throws: the owner's hook hears of it once.
+        @test fetch(call_one(g.start_bad_child))
+        deadline = time() + 60
+        while length(seen) < 2 && time() < deadline
+            seen = fetch(call_one(g.seen))
+            length(seen) < 2 && sleep(0.05)
+        end
+        @test length(seen) == 2 && seen[2][1] == :spawn_failed && occursin("Picky refused to start", seen[2][2])
+        sleep(0.5)
+        @test length(fetch(call_one(g.seen))) == 2
+        @test next_supervision_event(; timeout = 0.5) === nothing
         # A worker that dies: its caller fails promptly, the owner hears of it.
         lone = spawn_procs(this_host(); per_host = (gpus = 1,))
         d = spawn(lone, "dying", Counter)
         pid = fetch(call_one(d.pid))
         f = call_one(d.die, 3)
-        @test_throws ActorError fetch(f; timeout = 60)
+        @test_throws SupervisionError fetch(f; timeout = 60)
         @test_throws SupervisionError fetch(call_one(d.value); timeout = 60)
         ev = next_supervision_event(; timeout = 60)
         @test ev !== nothing && ev.cause == :exit_code && ev.code == 3
