@@ -158,8 +158,12 @@ impl Inner {
                 if kind == EventKind::Spawn {
                     // Admitted: the key was free, so no other spawner is
                     // replaced.
-                    self.supervision
-                        .record_hosted(&ev.actor, &sender, ev.message_rank, ev.shape.clone());
+                    self.supervision.record_hosted(
+                        &ev.actor,
+                        &sender,
+                        ev.message_rank,
+                        ev.shape.clone(),
+                    );
                 }
                 if kind == EventKind::StopActor {
                     // Meshes the actor owns stop before it does.
