@@ -6,6 +6,7 @@
 //!   [`plugin`]).
 //! - `monarch host`: the host agent (see [`host`]).
 
+mod actor_threads;
 mod host;
 mod plugin;
 mod worker;

@@ -2,29 +2,32 @@
 //! and the actor types of plugin libraries (`--plugin PATH`, see
 //! [`crate::plugin`]).
 //!
-//! The event loop pulls events from the runtime and answers each one with
-//! `Event::reply`. Actor state lives in a map keyed by the actor key the
-//! runtime gives each event.
+//! The event loop pulls events from the runtime. It answers the built-in
+//! actors' events itself (with `Event::reply`; their state lives in a map
+//! keyed by the actor key the runtime gives each event), and hands each
+//! plugin actor's events to that actor's own thread
+//! ([`crate::actor_threads`]). Built-in actors are test and benchmark
+//! fixtures that call nobody, so they skip the hand-off.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
-use crate::plugin::{PluginActor, Plugins};
+use crate::actor_threads::ActorThreads;
+use crate::plugin::Plugins;
 
 /// The built-in actor types (plugins may not register these names).
 pub const BUILTIN_TYPES: &[&str] = &["echo", "counter", "bad"];
 
-/// A hosted actor instance.
+/// A hosted built-in actor instance.
 enum Actor {
     Echo,
     Counter(i64),
-    Plugin(PluginActor),
 }
 
 /// What an endpoint answers: parts, or an error message.
-type Reply = Result<Vec<Vec<u8>>, String>;
+pub type Reply = Result<Vec<Vec<u8>>, String>;
 
 fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
     let bytes: [u8; 8] = part.try_into().map_err(|_| {
@@ -36,20 +39,10 @@ fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
     Ok(i64::from_le_bytes(bytes))
 }
 
-/// Construct an actor of `type_name` from the spawn event's argument parts.
+/// Construct a built-in actor of `type_name` from the spawn event's
+/// argument parts (`plugins` lists the other types in errors).
 fn construct(plugins: &Plugins, ev: &Event) -> Result<Actor, String> {
     let (type_name, args) = (ev.type_name.as_str(), &ev.parts);
-    if plugins.has_type(type_name) {
-        return plugins
-            .create(
-                type_name,
-                &ev.actor,
-                args,
-                ev.message_rank,
-                ev.shape.as_deref(),
-            )
-            .map(Actor::Plugin);
-    }
     match type_name {
         "echo" => Ok(Actor::Echo),
         "counter" => {
@@ -118,25 +111,18 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
             Ok(vec![v.to_le_bytes().to_vec()])
         }
         (Actor::Counter(v), "get") => Ok(vec![v.to_le_bytes().to_vec()]),
-        (Actor::Plugin(p), m) => p.handle(
-            m,
-            &ev.actor,
-            &ev.parts,
-            ev.message_rank,
-            ev.shape.as_deref(),
-        ),
         (a, m) => {
             let ty = match a {
                 Actor::Echo => "echo",
                 Actor::Counter(_) => "counter",
-                Actor::Plugin(_) => unreachable!("handled above"),
             };
             Err(format!("actor type '{ty}' has no endpoint '{m}'"))
         }
     }
 }
 
-fn answer(ev: &mut Event, r: Reply) {
+/// Answer `ev` with `r`, logging when that fails.
+pub fn answer(ev: &mut Event, r: Reply) {
     let result = match &r {
         Ok(parts) => {
             let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
@@ -183,8 +169,10 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
         }
     };
     let mut actors: HashMap<String, Actor> = HashMap::new();
+    // Dropped (its threads joined) before `plugins`.
+    let mut plugin_actors = ActorThreads::default();
     loop {
-        let mut ev = match rt.next_event(None) {
+        let ev = match rt.next_event(None) {
             Ok(ev) => ev,
             Err(e) if e.kind == ErrorKind::Stopped => break,
             Err(e) => {
@@ -192,6 +180,26 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
                 break;
             }
         };
+        let ev = match ev.kind {
+            EventKind::Spawn => match plugins.actor_type(&ev.type_name) {
+                Some(ty) => {
+                    plugin_actors.spawn(ty, ev);
+                    continue;
+                }
+                None => ev,
+            },
+            EventKind::Message | EventKind::StopActor | EventKind::Supervise
+                if plugin_actors.has(&ev.actor) =>
+            {
+                match plugin_actors.queue(ev) {
+                    None => continue,
+                    // Its thread has ended: answered below as a built-in.
+                    Some(ev) => ev,
+                }
+            }
+            _ => ev,
+        };
+        let mut ev = ev;
         match ev.kind {
             EventKind::Spawn => match construct(&plugins, &ev) {
                 Ok(a) => {
@@ -227,6 +235,7 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
         }
     }
     tracing::debug!("worker stopping");
+    drop(plugin_actors);
     drop(actors);
     rt.shutdown();
     ExitCode::SUCCESS

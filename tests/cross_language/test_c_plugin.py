@@ -53,3 +53,23 @@ def test_python_controller_calls_c_plugin_actors(plugin_procs):
     c.stop().get(timeout=30)
     d = plugin_procs.spawn_native("cc2", "CCounter")
     assert from_i64(d.slice(gpus=0).incr.call_one(i64(1)).get(timeout=30)) == 1
+
+
+def test_plugin_actors_of_one_proc_progress_independently(plugin_procs):
+    """Each plugin actor is its own sequential worker: an endpoint of one
+    actor may block until another actor of its proc has handled a message,
+    and an actor's endpoints run on the thread that ran its constructor."""
+    one = plugin_procs.slice(gpus=0)
+    waiter = one.spawn_native("waiter", "CCounter")
+    releaser = one.spawn_native("releaser", "CCounter")
+    # The constructor of `releaser` ran after the waiter's: only a thread
+    # per actor keeps the waiter's own constructor's thread-locals.
+    assert waiter.same_thread.call_one().get(timeout=30) == b"\x01"
+    blocked = waiter.wait.call_one()
+    releaser.release.call_one().get(timeout=30)
+    blocked.get(timeout=30)
+    # Messages to one actor still run one at a time, in order.
+    futures = [waiter.incr.call_one(i64(1)) for _ in range(20)]
+    assert [from_i64(f.get(timeout=30)) for f in futures] == list(range(1, 21))
+    waiter.stop().get(timeout=30)
+    releaser.stop().get(timeout=30)
