@@ -20,8 +20,6 @@ SCRIPT = textwrap.dedent(
     import os, resource, sys
     import monarch.actor as ma
     from monarch.actor import Actor, endpoint, this_host
-    # Imported now: an import needs a descriptor, and none will be left.
-    import monarch.schema.SupervisionEvent  # noqa: F401
 
     class Echo(Actor):
         @endpoint

@@ -27,6 +27,10 @@ from collections.abc import Iterable
 from typing import Any, Callable
 
 from ..._lib import ERR_STOPPED, ERR_TIMEOUT, ffi, lib, runtime
+
+# Imported with this module, not when the first failure arrives: by then the
+# process may have no descriptor left to open the module's file with.
+from ...schema.SupervisionEvent import SupervisionEvent
 from .context import task_context
 from .event_loop import run_coroutine
 
@@ -127,10 +131,6 @@ class MeshFailure:
 
     @classmethod
     def _decode(cls, data: bytes) -> MeshFailure:
-        # Imported on first use: the flatbuffers package imports numpy when
-        # it is installed (a tenth of a second or more).
-        from ...schema.SupervisionEvent import SupervisionEvent
-
         return cls._from_fb(SupervisionEvent.GetRootAs(data, 0))
 
 
@@ -194,11 +194,22 @@ def _watch(rt) -> None:
             data = bytes(ffi.buffer(out[0], n[0]))
         finally:
             lib.monarch_buffer_free(out[0], n[0])
-        failure = MeshFailure._decode(data)
         try:
-            unhandled_fault_hook(failure)
-        except BaseException as exc:  # noqa: BLE001 - a hook must not kill the watcher
-            _report_hook_error(failure, exc)
+            _deliver(data)
+        except BaseException as exc:  # noqa: BLE001 - one event must not kill the watcher
+            sys.stderr.write(
+                "monarch: a supervision event could not be handled; skipped:\n"
+                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            )
+
+
+def _deliver(data: bytes) -> None:
+    """Hand one top-level supervision event to the unhandled-fault hook."""
+    failure = MeshFailure._decode(data)
+    try:
+        unhandled_fault_hook(failure)
+    except BaseException as exc:  # noqa: BLE001 - reported with the failure it was for
+        _report_hook_error(failure, exc)
 
 
 def claim_spawn_owner() -> None:
