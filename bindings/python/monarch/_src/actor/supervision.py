@@ -27,10 +27,6 @@ from collections.abc import Iterable
 from typing import Any, Callable
 
 from ..._lib import ERR_STOPPED, ERR_TIMEOUT, ffi, lib, runtime
-
-# Imported with this module, not when the first failure arrives: by then the
-# process may have no descriptor left to open the module's file with.
-from ...schema.SupervisionEvent import SupervisionEvent
 from .context import task_context
 from .event_loop import run_coroutine
 
@@ -131,7 +127,25 @@ class MeshFailure:
 
     @classmethod
     def _decode(cls, data: bytes) -> MeshFailure:
-        return cls._from_fb(SupervisionEvent.GetRootAs(data, 0))
+        return cls._from_fb(_schema().GetRootAs(data, 0))
+
+
+_event_schema = None
+
+
+def _schema():
+    """The SupervisionEvent flatbuffer class. Imported by ``ensure_watcher``
+    before this process's first spawn (events only reach the process that
+    spawned the failed mesh), not when a failure arrives: by then the
+    process may have no descriptor left to open a module with. Not at
+    module load: the flatbuffers package imports numpy when it is
+    installed, which would slow every proc's start."""
+    global _event_schema
+    if _event_schema is None:
+        from ...schema.SupervisionEvent import SupervisionEvent
+
+        _event_schema = SupervisionEvent
+    return _event_schema
 
 
 def default_unhandled_fault_hook(failure: MeshFailure) -> None:
@@ -164,14 +178,16 @@ _watcher_lock = threading.Lock()
 
 
 def ensure_watcher() -> None:
-    """Start the thread that hands this process's top-level failures to
-    the unhandled-fault hook (once)."""
+    """Before a spawn: load the event schema and start the thread that
+    hands this process's top-level failures to the unhandled-fault hook
+    (once)."""
     global _watcher
     if _watcher is not None:
         return
     with _watcher_lock:
         if _watcher is not None:
             return
+        _schema()
         rt = runtime()
         t = threading.Thread(target=_watch, args=(rt,), name="monarch-supervision", daemon=True)
         t.start()
