@@ -210,8 +210,8 @@ void test_proc_exit_mid_call(monarch_runtime *rt, monarch_actor_mesh *am) {
     uint8_t *sev = NULL;
     size_t sev_len = 0;
     CHECK_OK(monarch_supervision_next(rt, HANG_MS, &sev, &sev_len));
-    CHECK(sev && sev_len > 0, "empty supervision event");
-    monarch_buffer_free(sev, sev_len);
+    CHECK(sev && memmem(sev, sev_len, "code 3", 6), "the event is not about the exit");
+    if (sev) monarch_buffer_free(sev, sev_len);
     /* ... and later calls to a view holding the dead rank fail at once. */
     monarch_future *dead = NULL;
     CHECK_STATUS(monarch_actor_mesh_call(am, "rank", NULL, 0, MONARCH_CALL_ALL, &dead),
