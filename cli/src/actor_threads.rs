@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 
 use monarch_core::{Event, EventKind};
 
+use crate::answer::answer;
 use crate::plugin::PluginType;
 
 struct ActorThread {
@@ -44,13 +45,13 @@ impl ActorThreads {
                     ev.shape.as_deref(),
                 ) {
                     Ok(a) => {
-                        crate::worker::answer(&mut ev, Ok(Vec::new()));
+                        answer(&mut ev, Ok(Vec::new()));
                         a
                     }
                     Err(msg) => {
                         // The runtime marks the actor failed and answers
                         // later messages itself.
-                        crate::worker::answer(&mut ev, Err(msg));
+                        answer(&mut ev, Err(msg));
                         return;
                     }
                 };
@@ -64,11 +65,11 @@ impl ActorThreads {
                                 ev.message_rank,
                                 ev.shape.as_deref(),
                             );
-                            crate::worker::answer(&mut ev, r);
+                            answer(&mut ev, r);
                         }
                         EventKind::StopActor => {
                             drop(actor);
-                            crate::worker::answer(&mut ev, Ok(Vec::new()));
+                            answer(&mut ev, Ok(Vec::new()));
                             return;
                         }
                         // Plugin actors own no meshes: unanswered, a

@@ -7,6 +7,7 @@
 //! - `monarch host`: the host agent (see [`host`]).
 
 mod actor_threads;
+mod answer;
 mod host;
 mod plugin;
 mod worker;

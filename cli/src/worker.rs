@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
 use crate::actor_threads::ActorThreads;
+use crate::answer::{answer, Reply};
 use crate::plugin::Plugins;
 
 /// The built-in actor types (plugins may not register these names).
@@ -25,9 +26,6 @@ enum Actor {
     Echo,
     Counter(i64),
 }
-
-/// What an endpoint answers: parts, or an error message.
-pub type Reply = Result<Vec<Vec<u8>>, String>;
 
 fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
     let bytes: [u8; 8] = part.try_into().map_err(|_| {
@@ -118,20 +116,6 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
             };
             Err(format!("actor type '{ty}' has no endpoint '{m}'"))
         }
-    }
-}
-
-/// Answer `ev` with `r`, logging when that fails.
-pub fn answer(ev: &mut Event, r: Reply) {
-    let result = match &r {
-        Ok(parts) => {
-            let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-            ev.reply(Ok(&refs))
-        }
-        Err(msg) => ev.reply(Err((msg, &[]))),
-    };
-    if let Err(e) = result {
-        tracing::warn!(actor = %ev.actor, method = %ev.method, error = %e, "cannot reply");
     }
 }
 
