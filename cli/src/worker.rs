@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
-use crate::actor_threads::ActorThreads;
+use crate::actor_threads::{ActorThreads, Handover};
 use crate::answer::{answer, Reply};
 use crate::plugin::Plugins;
 
@@ -119,6 +119,81 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
     }
 }
 
+/// Serve the proc's events until it is told to stop (None), or until this
+/// thread must serve the proc's first plugin actor instead (see
+/// [`Handover`]).
+fn serve_events(
+    rt: &Runtime,
+    plugins: &Plugins,
+    actors: &mut HashMap<String, Actor>,
+    plugin_actors: &mut ActorThreads,
+) -> Option<Handover> {
+    loop {
+        let ev = match rt.next_event(None) {
+            Ok(ev) => ev,
+            Err(e) if e.kind == ErrorKind::Stopped => break,
+            Err(e) => {
+                tracing::error!(error = %e, "next_event failed");
+                break;
+            }
+        };
+        let ev = match ev.kind {
+            EventKind::Spawn => match plugins.actor_type(&ev.type_name) {
+                Some(ty) => match plugin_actors.spawn(ty, ev) {
+                    Some(first) => return Some(first),
+                    None => continue,
+                },
+                None => ev,
+            },
+            EventKind::Message | EventKind::StopActor | EventKind::Supervise
+                if plugin_actors.has(&ev.actor) =>
+            {
+                match plugin_actors.queue(ev) {
+                    None => continue,
+                    // Its thread has ended: answered below as a built-in.
+                    Some(ev) => ev,
+                }
+            }
+            _ => ev,
+        };
+        let mut ev = ev;
+        match ev.kind {
+            EventKind::Spawn => match construct(plugins, &ev) {
+                Ok(a) => {
+                    actors.insert(ev.actor.clone(), a);
+                    answer(&mut ev, Ok(Vec::new()));
+                }
+                Err(msg) => answer(&mut ev, Err(msg)),
+            },
+            EventKind::Message => {
+                let r = match actors.get_mut(&ev.actor) {
+                    // Multicast relays in flight in this proc (tests check
+                    // that none is left behind once casts complete).
+                    Some(Actor::Echo) if ev.method == "relays" => {
+                        Ok(vec![(rt.cast_relays_in_flight() as i64)
+                            .to_le_bytes()
+                            .to_vec()])
+                    }
+                    Some(a) => {
+                        let method = ev.method.clone();
+                        handle(a, &method, &ev)
+                    }
+                    None => Err(format!("no actor '{}' in this worker", ev.actor)),
+                };
+                answer(&mut ev, r);
+            }
+            EventKind::StopActor => {
+                actors.remove(&ev.actor);
+                answer(&mut ev, Ok(Vec::new()));
+            }
+            EventKind::StopProc => break,
+            // Built-in actors own no meshes; unanswered, it escalates.
+            EventKind::Supervise => {}
+        }
+    }
+    None
+}
+
 /// Serve events until the controller stops this proc, hosting the built-in
 /// actors and those of the plugin libraries at `plugin_paths`.
 pub fn run(plugin_paths: &[String]) -> ExitCode {
@@ -154,73 +229,26 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
     };
     let mut actors: HashMap<String, Actor> = HashMap::new();
     // Dropped (its threads joined) before `plugins`.
-    let mut plugin_actors = ActorThreads::default();
-    loop {
-        let ev = match rt.next_event(None) {
-            Ok(ev) => ev,
-            Err(e) if e.kind == ErrorKind::Stopped => break,
-            Err(e) => {
-                tracing::error!(error = %e, "next_event failed");
-                break;
-            }
-        };
-        let ev = match ev.kind {
-            EventKind::Spawn => match plugins.actor_type(&ev.type_name) {
-                Some(ty) => {
-                    plugin_actors.spawn(ty, ev);
-                    continue;
-                }
-                None => ev,
-            },
-            EventKind::Message | EventKind::StopActor | EventKind::Supervise
-                if plugin_actors.has(&ev.actor) =>
-            {
-                match plugin_actors.queue(ev) {
-                    None => continue,
-                    // Its thread has ended: answered below as a built-in.
-                    Some(ev) => ev,
-                }
-            }
-            _ => ev,
-        };
-        let mut ev = ev;
-        match ev.kind {
-            EventKind::Spawn => match construct(&plugins, &ev) {
-                Ok(a) => {
-                    actors.insert(ev.actor.clone(), a);
-                    answer(&mut ev, Ok(Vec::new()));
-                }
-                Err(msg) => answer(&mut ev, Err(msg)),
-            },
-            EventKind::Message => {
-                let r = match actors.get_mut(&ev.actor) {
-                    // Multicast relays in flight in this proc (tests check
-                    // that none is left behind once casts complete).
-                    Some(Actor::Echo) if ev.method == "relays" => {
-                        Ok(vec![(rt.cast_relays_in_flight() as i64)
-                            .to_le_bytes()
-                            .to_vec()])
-                    }
-                    Some(a) => {
-                        let method = ev.method.clone();
-                        handle(a, &method, &ev)
-                    }
-                    None => Err(format!("no actor '{}' in this worker", ev.actor)),
-                };
-                answer(&mut ev, r);
-            }
-            EventKind::StopActor => {
-                actors.remove(&ev.actor);
-                answer(&mut ev, Ok(Vec::new()));
-            }
-            EventKind::StopProc => break,
-            // Built-in actors own no meshes; unanswered, it escalates.
-            EventKind::Supervise => {}
-        }
+    let mut plugin_actors = ActorThreads::serving_here();
+    if let Some(first) = serve_events(&rt, &plugins, &mut actors, &mut plugin_actors) {
+        // A second plugin actor: this thread goes on serving the first
+        // (whose thread-locals live here), another serves the proc's events.
+        let (rt, plugins) = (&rt, &plugins);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let again = serve_events(rt, plugins, &mut actors, &mut plugin_actors);
+                debug_assert!(again.is_none(), "only the first thread hands over");
+                // Closes the first actor's queue, ending `first.serve()`.
+                drop(plugin_actors);
+                drop(actors);
+            });
+            first.serve();
+        });
+    } else {
+        drop(plugin_actors);
+        drop(actors);
     }
     tracing::debug!("worker stopping");
-    drop(plugin_actors);
-    drop(actors);
     rt.shutdown();
     ExitCode::SUCCESS
 }
