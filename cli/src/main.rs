@@ -7,6 +7,8 @@
 //! - `monarch host`: the host agent (see [`host`]).
 //! - `monarch secret`: print a fresh job secret.
 
+mod actor_threads;
+mod answer;
 mod host;
 mod plugin;
 mod worker;

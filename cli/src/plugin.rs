@@ -3,12 +3,14 @@
 //! The interface is the C header `bindings/cpp/include/monarch/plugin.h`
 //! (mirrored by the `#[repr(C)]` types below): the library exports
 //! `monarch_plugin_init`, which registers actor types as tables of C
-//! function pointers (create / handle / destroy). The worker calls them
-//! from its event loop, one event at a time, never from runtime threads.
+//! function pointers (create / handle / destroy). The worker calls an
+//! actor's functions from that actor's own thread (see
+//! [`crate::actor_threads`]), one event at a time, never from runtime
+//! threads.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use libloading::Library;
 
@@ -61,18 +63,28 @@ struct PluginRegistry {
 type InitFn = unsafe extern "C" fn(*const PluginRegistry) -> c_int;
 
 /// A registered plugin actor type.
-struct PluginType {
+pub struct PluginType {
     type_data: *mut c_void,
     create: CreateFn,
     handle: HandleFn,
     destroy: DestroyFn,
 }
 
+// SAFETY: a type is plain data and function pointers registered once;
+// plugin.h tells plugins that actors of one type run on several threads.
+unsafe impl Send for PluginType {}
+// SAFETY: as for Send; the host never mutates a registered type.
+unsafe impl Sync for PluginType {}
+
 /// An instance of a plugin actor; destroyed when dropped.
 pub struct PluginActor {
-    ty: Rc<PluginType>,
+    ty: Arc<PluginType>,
     instance: *mut c_void,
 }
+
+// SAFETY: an instance is used by one thread at a time (its actor's thread
+// creates, calls and destroys it).
+unsafe impl Send for PluginActor {}
 
 impl Drop for PluginActor {
     fn drop(&mut self) {
@@ -86,7 +98,7 @@ impl Drop for PluginActor {
 /// Must outlive every `PluginActor` made from it.
 #[derive(Default)]
 pub struct Plugins {
-    types: HashMap<String, Rc<PluginType>>,
+    types: HashMap<String, Arc<PluginType>>,
     // Kept loaded until the worker exits (after every actor is dropped).
     libs: Vec<Library>,
 }
@@ -256,7 +268,7 @@ impl Plugins {
                 ));
             }
             tracing::debug!(plugin = path, actor_type = %name, "registered plugin actor type");
-            self.types.insert(name, Rc::new(t));
+            self.types.insert(name, Arc::new(t));
         }
         self.libs.push(lib);
         Ok(())
@@ -273,20 +285,23 @@ impl Plugins {
         self.types.contains_key(name)
     }
 
-    /// Construct an actor of plugin type `type_name`.
+    /// The registered type `name`, if any.
+    pub fn actor_type(&self, name: &str) -> Option<Arc<PluginType>> {
+        self.types.get(name).cloned()
+    }
+}
+
+impl PluginType {
+    /// Construct an actor of this type (`type_name` names it in errors).
     pub fn create(
-        &self,
+        self: &Arc<Self>,
         type_name: &str,
         actor: &str,
         args: &[Vec<u8>],
         rank: u64,
         shape: Option<&[u8]>,
     ) -> Result<PluginActor, String> {
-        let ty = self
-            .types
-            .get(type_name)
-            .ok_or_else(|| format!("unknown plugin actor type '{type_name}'"))?
-            .clone();
+        let ty = self.clone();
         let mut instance = std::ptr::null_mut();
         let r = with_call("", actor, args, rank, shape, |call| {
             // SAFETY: the function pointers come from the plugin's init and

@@ -2,29 +2,30 @@
 //! and the actor types of plugin libraries (`--plugin PATH`, see
 //! [`crate::plugin`]).
 //!
-//! The event loop pulls events from the runtime and answers each one with
-//! `Event::reply`. Actor state lives in a map keyed by the actor key the
-//! runtime gives each event.
+//! The event loop pulls events from the runtime. It answers the built-in
+//! actors' events itself (with `Event::reply`; their state lives in a map
+//! keyed by the actor key the runtime gives each event), and hands each
+//! plugin actor's events to that actor's own thread
+//! ([`crate::actor_threads`]). Built-in actors are test and benchmark
+//! fixtures that call nobody, so they skip the hand-off.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
-use crate::plugin::{PluginActor, Plugins};
+use crate::actor_threads::{ActorThreads, Handover};
+use crate::answer::{answer, Reply};
+use crate::plugin::Plugins;
 
 /// The built-in actor types (plugins may not register these names).
 pub const BUILTIN_TYPES: &[&str] = &["echo", "counter", "bad"];
 
-/// A hosted actor instance.
+/// A hosted built-in actor instance.
 enum Actor {
     Echo,
     Counter(i64),
-    Plugin(PluginActor),
 }
-
-/// What an endpoint answers: parts, or an error message.
-type Reply = Result<Vec<Vec<u8>>, String>;
 
 fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
     let bytes: [u8; 8] = part.try_into().map_err(|_| {
@@ -36,20 +37,10 @@ fn parse_i64(part: &[u8], what: &str) -> Result<i64, String> {
     Ok(i64::from_le_bytes(bytes))
 }
 
-/// Construct an actor of `type_name` from the spawn event's argument parts.
+/// Construct a built-in actor of `type_name` from the spawn event's
+/// argument parts (`plugins` lists the other types in errors).
 fn construct(plugins: &Plugins, ev: &Event) -> Result<Actor, String> {
     let (type_name, args) = (ev.type_name.as_str(), &ev.parts);
-    if plugins.has_type(type_name) {
-        return plugins
-            .create(
-                type_name,
-                &ev.actor,
-                args,
-                ev.message_rank,
-                ev.shape.as_deref(),
-            )
-            .map(Actor::Plugin);
-    }
     match type_name {
         "echo" => Ok(Actor::Echo),
         "counter" => {
@@ -118,35 +109,89 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
             Ok(vec![v.to_le_bytes().to_vec()])
         }
         (Actor::Counter(v), "get") => Ok(vec![v.to_le_bytes().to_vec()]),
-        (Actor::Plugin(p), m) => p.handle(
-            m,
-            &ev.actor,
-            &ev.parts,
-            ev.message_rank,
-            ev.shape.as_deref(),
-        ),
         (a, m) => {
             let ty = match a {
                 Actor::Echo => "echo",
                 Actor::Counter(_) => "counter",
-                Actor::Plugin(_) => unreachable!("handled above"),
             };
             Err(format!("actor type '{ty}' has no endpoint '{m}'"))
         }
     }
 }
 
-fn answer(ev: &mut Event, r: Reply) {
-    let result = match &r {
-        Ok(parts) => {
-            let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-            ev.reply(Ok(&refs))
+/// Serve the proc's events until it is told to stop (None), or until this
+/// thread must serve the proc's first plugin actor instead (see
+/// [`Handover`]).
+fn serve_events(
+    rt: &Runtime,
+    plugins: &Plugins,
+    actors: &mut HashMap<String, Actor>,
+    plugin_actors: &mut ActorThreads,
+) -> Option<Handover> {
+    loop {
+        let ev = match rt.next_event(None) {
+            Ok(ev) => ev,
+            Err(e) if e.kind == ErrorKind::Stopped => break,
+            Err(e) => {
+                tracing::error!(error = %e, "next_event failed");
+                break;
+            }
+        };
+        let ev = match ev.kind {
+            EventKind::Spawn => match plugins.actor_type(&ev.type_name) {
+                Some(ty) => match plugin_actors.spawn(ty, ev) {
+                    Some(first) => return Some(first),
+                    None => continue,
+                },
+                None => ev,
+            },
+            EventKind::Message | EventKind::StopActor | EventKind::Supervise
+                if plugin_actors.has(&ev.actor) =>
+            {
+                match plugin_actors.queue(ev) {
+                    None => continue,
+                    // Its thread has ended: answered below as a built-in.
+                    Some(ev) => ev,
+                }
+            }
+            _ => ev,
+        };
+        let mut ev = ev;
+        match ev.kind {
+            EventKind::Spawn => match construct(plugins, &ev) {
+                Ok(a) => {
+                    actors.insert(ev.actor.clone(), a);
+                    answer(&mut ev, Ok(Vec::new()));
+                }
+                Err(msg) => answer(&mut ev, Err(msg)),
+            },
+            EventKind::Message => {
+                let r = match actors.get_mut(&ev.actor) {
+                    // Multicast relays in flight in this proc (tests check
+                    // that none is left behind once casts complete).
+                    Some(Actor::Echo) if ev.method == "relays" => {
+                        Ok(vec![(rt.cast_relays_in_flight() as i64)
+                            .to_le_bytes()
+                            .to_vec()])
+                    }
+                    Some(a) => {
+                        let method = ev.method.clone();
+                        handle(a, &method, &ev)
+                    }
+                    None => Err(format!("no actor '{}' in this worker", ev.actor)),
+                };
+                answer(&mut ev, r);
+            }
+            EventKind::StopActor => {
+                actors.remove(&ev.actor);
+                answer(&mut ev, Ok(Vec::new()));
+            }
+            EventKind::StopProc => break,
+            // Built-in actors own no meshes; unanswered, it escalates.
+            EventKind::Supervise => {}
         }
-        Err(msg) => ev.reply(Err((msg, &[]))),
-    };
-    if let Err(e) = result {
-        tracing::warn!(actor = %ev.actor, method = %ev.method, error = %e, "cannot reply");
     }
+    None
 }
 
 /// Serve events until the controller stops this proc, hosting the built-in
@@ -183,51 +228,27 @@ pub fn run(plugin_paths: &[String]) -> ExitCode {
         }
     };
     let mut actors: HashMap<String, Actor> = HashMap::new();
-    loop {
-        let mut ev = match rt.next_event(None) {
-            Ok(ev) => ev,
-            Err(e) if e.kind == ErrorKind::Stopped => break,
-            Err(e) => {
-                tracing::error!(error = %e, "next_event failed");
-                break;
-            }
-        };
-        match ev.kind {
-            EventKind::Spawn => match construct(&plugins, &ev) {
-                Ok(a) => {
-                    actors.insert(ev.actor.clone(), a);
-                    answer(&mut ev, Ok(Vec::new()));
-                }
-                Err(msg) => answer(&mut ev, Err(msg)),
-            },
-            EventKind::Message => {
-                let r = match actors.get_mut(&ev.actor) {
-                    // Multicast relays in flight in this proc (tests check
-                    // that none is left behind once casts complete).
-                    Some(Actor::Echo) if ev.method == "relays" => {
-                        Ok(vec![(rt.cast_relays_in_flight() as i64)
-                            .to_le_bytes()
-                            .to_vec()])
-                    }
-                    Some(a) => {
-                        let method = ev.method.clone();
-                        handle(a, &method, &ev)
-                    }
-                    None => Err(format!("no actor '{}' in this worker", ev.actor)),
-                };
-                answer(&mut ev, r);
-            }
-            EventKind::StopActor => {
-                actors.remove(&ev.actor);
-                answer(&mut ev, Ok(Vec::new()));
-            }
-            EventKind::StopProc => break,
-            // Built-in actors own no meshes; unanswered, it escalates.
-            EventKind::Supervise => {}
-        }
+    // Dropped (its threads joined) before `plugins`.
+    let mut plugin_actors = ActorThreads::serving_here();
+    if let Some(first) = serve_events(&rt, &plugins, &mut actors, &mut plugin_actors) {
+        // A second plugin actor: this thread goes on serving the first
+        // (whose thread-locals live here), another serves the proc's events.
+        let (rt, plugins) = (&rt, &plugins);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let again = serve_events(rt, plugins, &mut actors, &mut plugin_actors);
+                debug_assert!(again.is_none(), "only the first thread hands over");
+                // Closes the first actor's queue, ending `first.serve()`.
+                drop(plugin_actors);
+                drop(actors);
+            });
+            first.serve();
+        });
+    } else {
+        drop(plugin_actors);
+        drop(actors);
     }
     tracing::debug!("worker stopping");
-    drop(actors);
     rt.shutdown();
     ExitCode::SUCCESS
 }

@@ -67,7 +67,7 @@ static int controller_main(void) {
 
     test_calls(am);
     test_slices_and_geometry(pm, am);
-    test_call_modes_and_errors(pm, am);
+    test_call_modes_and_errors(rt, pm, am);
     test_bad_handles_and_args(rt, pm, am);
     test_ports(rt, am);
     test_rdma(rt, am);

@@ -15,7 +15,8 @@ void test_free_null(monarch_runtime *rt);
 
 /* calls.c */
 void test_calls(monarch_actor_mesh *am);
-void test_call_modes_and_errors(monarch_proc_mesh *pm, monarch_actor_mesh *am);
+void test_call_modes_and_errors(monarch_runtime *rt, monarch_proc_mesh *pm,
+                                monarch_actor_mesh *am);
 void test_ref_round_trip(monarch_runtime *rt, monarch_actor_mesh *am);
 void test_proc_mesh_ref(monarch_runtime *rt, monarch_proc_mesh *pm, monarch_actor_mesh *am);
 void test_proc_exit_mid_call(monarch_runtime *rt, monarch_actor_mesh *am);

@@ -22,7 +22,7 @@ def cplugin(tmp_path_factory):
     out = tmp_path_factory.mktemp("plugin") / "libcplugin.so"
     include = os.path.join(REPO, "bindings", "cpp", "include")
     subprocess.check_call(
-        [cc, "-std=c11", "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-fvisibility=hidden",
+        [cc, "-std=c11", "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread",
          "-I", include, "-o", str(out), os.path.join(HERE, "cplugin.c")]
     )
     return str(out)

@@ -53,3 +53,35 @@ def test_python_controller_calls_c_plugin_actors(plugin_procs):
     c.stop().get(timeout=30)
     d = plugin_procs.spawn_native("cc2", "CCounter")
     assert from_i64(d.slice(gpus=0).incr.call_one(i64(1)).get(timeout=30)) == 1
+
+
+def test_plugin_actors_of_one_proc_progress_independently(cplugin):
+    """Each plugin actor is its own sequential worker: an endpoint of one
+    actor may block until another actor of its proc has handled a message,
+    and an actor's endpoints run on the thread that ran its constructor.
+    On a fresh proc the first actor runs on the proc's serving thread until
+    the second is spawned; both orders are checked."""
+    _monarch_bin()
+    pm = this_host().spawn_procs(per_host={"gpus": 1}, plugins=[cplugin])
+    try:
+        first = pm.spawn_native("first", "CCounter")
+        assert first.same_thread.call_one().get(timeout=30) == b"\x01"
+        second = pm.spawn_native("second", "CCounter")
+        # The second's constructor ran after the first's: only a thread per
+        # actor keeps each one's own constructor's thread-locals.
+        assert first.same_thread.call_one().get(timeout=30) == b"\x01"
+        assert second.same_thread.call_one().get(timeout=30) == b"\x01"
+        for waiter, releaser in ((first, second), (second, first)):
+            blocked = waiter.wait.call_one()
+            releaser.release.call_one().get(timeout=30)
+            blocked.get(timeout=30)
+        # Messages to one actor still run one at a time, in order.
+        futures = [first.incr.call_one(i64(1)) for _ in range(20)]
+        assert [from_i64(f.get(timeout=30)) for f in futures] == list(range(1, 21))
+        second.stop().get(timeout=30)
+        third = pm.spawn_native("third", "CCounter")
+        blocked = third.wait.call_one()
+        first.release.call_one().get(timeout=30)
+        blocked.get(timeout=30)
+    finally:
+        pm.stop().get(timeout=30)

@@ -161,7 +161,22 @@ class ActorError(Exception):
 
 class SupervisionError(ActorError, RuntimeError):
     """A proc or actor that an operation needed has failed, exited or was
-    stopped (not an exception raised by an endpoint)."""
+    stopped (not an exception raised by an endpoint).
+
+    ``endpoint`` is ``"<mesh>.<method>()"`` when an endpoint call failed so
+    (the message then reads ``Endpoint call <mesh>.<method>() failed,
+    <why>``, as upstream Monarch's does), else None."""
+
+    endpoint: str | None = None
+
+    @classmethod
+    def from_endpoint(
+        cls, endpoint: str, why: str, exception: BaseException | None = None, failures: list[tuple] | None = None
+    ) -> SupervisionError:
+        """The error of a call to ``endpoint`` (``"<mesh>.<method>()"``)."""
+        err = cls(f"Endpoint call {endpoint} failed, {why}", exception, failures)
+        err.endpoint = endpoint
+        return err
 
 
 _STATUS_EXC = {
@@ -190,6 +205,18 @@ def error_for(status: int, what: str = "") -> BaseException:
     except AttributeError:  # pragma: no cover
         pass
     return exc
+
+
+def call_error(status: int, mesh: str, method: str, what: str) -> BaseException:
+    """The error of a call of endpoint ``method`` of actor mesh ``mesh``
+    that libmonarch refused with ``status`` (``what``: how other errors name
+    the call, e.g. ``"cannot call Class.method"``)."""
+    if _STATUS_EXC.get(status) is SupervisionError:
+        err = SupervisionError.from_endpoint(f"{mesh}.{method}()", last_error())
+        err.status = status
+        err.status_name = status_name(status)
+        return err
+    return error_for(status, what)
 
 
 def status_name(status: int) -> str:

@@ -7,6 +7,7 @@ constructor failures, BaseExceptions and explicit-port raises kill the
 actor. Timeouts only turn hangs into failures."""
 
 import os
+import re
 import threading
 import time
 
@@ -166,15 +167,20 @@ def test_constructor_failure_is_a_supervision_failure(procs2, heard):
     with pytest.raises(SupervisionError) as ei:
         bad.ping.call().get(timeout=60)
     text = str(ei.value)
+    # Upstream's shape: "Endpoint call <mesh>.<method>() failed, <why>".
+    assert text.startswith("Endpoint call bad.ping() failed, "), text
+    assert ei.value.endpoint == "bad.ping()"
     assert "ValueError: no GPU on this point" in text
-    assert "The actor bad{'gpus': 0/2} and all its descendants have failed:" in text
+    # The point whose failure reached this process first.
+    assert re.search(r"The actor bad\{'gpus': [01]/2\} and all its descendants have failed:", text), text
     failures = heard.wait(2)
     assert sorted(f.ranks[0] for f in failures) == [0, 1]
     assert {f.cause for f in failures} == {"spawn_failed"}
     assert all("no GPU on this point" in f.report() for f in failures)
     # Later calls fail at once, before reaching the procs.
-    with pytest.raises(SupervisionError, match="and all its descendants have failed"):
+    with pytest.raises(SupervisionError, match="and all its descendants have failed") as ei:
         bad.ping.call().get(timeout=60)
+    assert str(ei.value).startswith("Endpoint call bad.ping() failed, The actor bad{"), str(ei.value)
     time.sleep(0.2)
     assert len(heard.failures) == 2  # heard once per actor
 
@@ -211,6 +217,7 @@ def test_base_exception_and_explicit_port_raise_kill_the_actor(procs2, heard, me
     k = procs2.slice(gpus=1).spawn(f"k_{method}", Killable)
     with pytest.raises(SupervisionError) as ei:
         k.endpoint(method).call_one().get(timeout=60)
+    assert str(ei.value).startswith(f"Endpoint call k_{method}.{method}() failed, "), str(ei.value)
     assert cause in str(ei.value)
     # A one-point slice has no dimensions: the actor's name has no point.
     assert f"The actor k_{method} and all its descendants have failed:" in str(ei.value)

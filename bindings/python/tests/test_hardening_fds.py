@@ -20,8 +20,6 @@ SCRIPT = textwrap.dedent(
     import os, resource, sys
     import monarch.actor as ma
     from monarch.actor import Actor, endpoint, this_host
-    # Imported now: an import needs a descriptor, and none will be left.
-    import monarch.schema.SupervisionEvent  # noqa: F401
 
     class Echo(Actor):
         @endpoint
@@ -83,3 +81,54 @@ def test_too_many_open_files_is_named_in_the_error(tmp_path):
     error = next((line for line in out.splitlines() if line.startswith("ERROR:")), "")
     assert "Too many open files" in error, f"{error}\n{r.stderr[-4000:]}"
     assert "AFTER: [3, 3]" in out, out
+
+
+WATCHER = textwrap.dedent(
+    """
+    import sys, threading
+    import monarch.actor as ma
+    from monarch._src.actor import supervision
+    from monarch.actor import Actor, endpoint, this_host
+
+    class Boom(Actor):
+        def __init__(self):
+            raise ValueError("constructor fails")
+
+        @endpoint
+        def ping(self):
+            return "pong"
+
+    heard = []
+    got = threading.Event()
+    def hook(failure):
+        heard.append(failure)
+        got.set()
+    ma.unhandled_fault_hook = hook
+
+    # The first event's handling raises (as an import would with no
+    # descriptor left); the watcher reports it and serves the next.
+    decode = supervision.MeshFailure._decode
+    def broken(data):
+        supervision.MeshFailure._decode = decode
+        raise ImportError("no descriptor left")
+    supervision.MeshFailure._decode = broken
+
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    # Decoding events needs no file: the schema came with the first spawn.
+    assert "monarch.schema.SupervisionEvent" in sys.modules
+    pm.spawn("first", Boom)
+    pm.spawn("second", Boom)
+    assert got.wait(60), "no failure reached the hook"
+    pm.stop().get(timeout=60)
+    print("HEARD:", sorted(f.mesh_name for f in heard), flush=True)
+    """
+)
+
+
+def test_supervision_watcher_survives_a_failing_event(tmp_path):
+    script = tmp_path / "watcher.py"
+    script.write_text(WATCHER)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=HERE)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}"
+    assert "HEARD: ['" in r.stdout, r.stdout
+    assert "could not be handled" in r.stderr and "no descriptor left" in r.stderr, r.stderr[-4000:]

@@ -15,9 +15,13 @@
  * and returns 0 on success (non-zero: the host refuses the plugin; call
  * `reg->set_error` first to say why). The plugin does not link libmonarch:
  * this interface is plain C data and function pointers, and the host owns
- * the runtime. All callbacks run on the host's event-loop thread, one at a
- * time (an actor handles one message at a time); the host never calls in
- * from its I/O threads.
+ * the runtime. Each actor is its own sequential worker: its `create`, every
+ * `handle` and its `destroy` run on one thread of its own, one call at a
+ * time, in message order; actors of the same proc run concurrently on their
+ * own threads (so one may block until another has handled a message, and
+ * thread-locals set in `create` are seen by `handle`). State shared between
+ * actors (globals, `type_data`) must therefore be thread-safe. The host
+ * never calls in from its I/O threads.
  *
  * Lifetimes: everything the host passes in (`monarch_plugin_call` and what
  * it points to, `reg`) is borrowed for the duration of the callback.

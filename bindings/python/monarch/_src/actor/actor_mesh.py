@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from ..._lib import SupervisionError, check, error_for, ffi, lib, runtime, take_buffer
+from ..._lib import SupervisionError, call_error, check, ffi, lib, runtime, take_buffer
 from .endpoint import ANY_ENDPOINT, CALL_ALL, CALL_BROADCAST, CALL_CHOOSE, CALL_ONE, EndpointRef, NotAnEndpoint
 from .future import Future
 from .pickle import dumps_call, to_c_parts
@@ -200,7 +200,7 @@ class ActorMesh(MeshTrait, Generic[A]):
         st = _am_call(self._h, ep._cname, arr, n, mode, s.fut)
         del keep
         if st:
-            raise error_for(st, f"cannot call {what}")
+            raise call_error(st, self._name, ep._name, f"cannot call {what}")
         if mode == CALL_BROADCAST:
             return None
         return Future(_gc(s.fut[0], _future_free), convert, (self, ep))

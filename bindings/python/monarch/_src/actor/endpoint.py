@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any, Callable, Generic, ParamSpec, TypeVar
 
-from ..._lib import error_for, ffi, lib
+from ..._lib import call_error, error_for, ffi, lib
 from .future import Future
 from .port import Port, PortContext, PortReceiver
 from .value_mesh import RAW_CONVERT, ValueMesh, convert_one
@@ -222,7 +222,7 @@ class EndpointRef(Generic[T]):
         st = lib.monarch_actor_mesh_stream(mesh._h, self._cname, arr, n, out)
         del keep
         if st:
-            raise error_for(st, f"cannot call {mesh._class_name}.{self._name}")
+            raise call_error(st, mesh._name, self._name, f"cannot call {mesh._class_name}.{self._name}")
         rx = PortReceiver(out[0], f"{mesh._class_name}.{self._name}")
         convert = RAW_CONVERT[(False, mesh._raw is ANY_ENDPOINT)] if self._raw else convert_one
         return _stream_futures(rx, mesh._shape().size, convert, (mesh, self))

@@ -127,11 +127,25 @@ class MeshFailure:
 
     @classmethod
     def _decode(cls, data: bytes) -> MeshFailure:
-        # Imported on first use: the flatbuffers package imports numpy when
-        # it is installed (a tenth of a second or more).
+        return cls._from_fb(_schema().GetRootAs(data, 0))
+
+
+_event_schema = None
+
+
+def _schema():
+    """The SupervisionEvent flatbuffer class. Imported by ``ensure_watcher``
+    before this process's first spawn (events only reach the process that
+    spawned the failed mesh), not when a failure arrives: by then the
+    process may have no descriptor left to open a module with. Not at
+    module load: the flatbuffers package imports numpy when it is
+    installed, which would slow every proc's start."""
+    global _event_schema
+    if _event_schema is None:
         from ...schema.SupervisionEvent import SupervisionEvent
 
-        return cls._from_fb(SupervisionEvent.GetRootAs(data, 0))
+        _event_schema = SupervisionEvent
+    return _event_schema
 
 
 def default_unhandled_fault_hook(failure: MeshFailure) -> None:
@@ -164,14 +178,16 @@ _watcher_lock = threading.Lock()
 
 
 def ensure_watcher() -> None:
-    """Start the thread that hands this process's top-level failures to
-    the unhandled-fault hook (once)."""
+    """Before a spawn: load the event schema and start the thread that
+    hands this process's top-level failures to the unhandled-fault hook
+    (once)."""
     global _watcher
     if _watcher is not None:
         return
     with _watcher_lock:
         if _watcher is not None:
             return
+        _schema()
         rt = runtime()
         t = threading.Thread(target=_watch, args=(rt,), name="monarch-supervision", daemon=True)
         t.start()
@@ -194,11 +210,22 @@ def _watch(rt) -> None:
             data = bytes(ffi.buffer(out[0], n[0]))
         finally:
             lib.monarch_buffer_free(out[0], n[0])
-        failure = MeshFailure._decode(data)
         try:
-            unhandled_fault_hook(failure)
-        except BaseException as exc:  # noqa: BLE001 - a hook must not kill the watcher
-            _report_hook_error(failure, exc)
+            _deliver(data)
+        except BaseException as exc:  # noqa: BLE001 - one event must not kill the watcher
+            sys.stderr.write(
+                "monarch: a supervision event could not be handled; skipped:\n"
+                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            )
+
+
+def _deliver(data: bytes) -> None:
+    """Hand one top-level supervision event to the unhandled-fault hook."""
+    failure = MeshFailure._decode(data)
+    try:
+        unhandled_fault_hook(failure)
+    except BaseException as exc:  # noqa: BLE001 - reported with the failure it was for
+        _report_hook_error(failure, exc)
 
 
 def claim_spawn_owner() -> None:

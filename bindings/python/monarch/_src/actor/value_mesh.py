@@ -293,9 +293,17 @@ def _raise_failures(failures, total, ctx):
     what = _what(ctx)
     rank, (msg, exc, remote) = failures[0]
     more = f" (and {len(failures) - 1} more of {total} points failed)" if len(failures) > 1 else ""
-    header = f"{what} failed at rank {rank}{more}:\n"
-    cls = ActorError if any(f[1][2] for f in failures) else SupervisionError
-    err = cls(header + msg, exc, [(r, m, e) for r, (m, e, _) in failures])
+    points = [(r, m, e) for r, (m, e, _) in failures]
+    mesh, ep = ctx
+    if any(f[1][2] for f in failures):
+        err = ActorError(f"{what} failed at rank {rank}{more}:\n{msg}", exc, points)
+    elif type(ep) is str:
+        err = SupervisionError(f"{what} failed at rank {rank}{more}:\n{msg}", exc, points)
+    else:
+        # No endpoint raised: a proc or actor failed. Upstream's shape
+        # (`Endpoint call <mesh>.<method>() failed, <why>`).
+        why = f"{msg}\n(rank {rank}{more})"
+        err = SupervisionError.from_endpoint(f"{mesh._name}.{ep._name}()", why, exc, points)
     if exc is not None:
         raise err from exc
     raise err
