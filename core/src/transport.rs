@@ -306,16 +306,34 @@ impl Write for Stream {
     }
 }
 
+/// A blocking stream whose socket timeouts can be set: what [`Bounded`]
+/// needs (the data plane's streams implement it too).
+pub trait SetTimeouts: Read + Write {
+    /// The socket's read timeout (`None`: block).
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+    /// The socket's write timeout (`None`: block).
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+}
+
+impl SetTimeouts for Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_write_timeout(self, t)
+    }
+}
+
 /// A blocking stream whose reads and writes all end by one deadline, so
 /// that a whole exchange (a handshake) is bounded, not each call.
-pub(crate) struct Bounded<'a> {
-    stream: &'a mut Stream,
+pub struct Bounded<'a, S: SetTimeouts> {
+    stream: &'a mut S,
     until: Instant,
 }
 
-impl<'a> Bounded<'a> {
+impl<'a, S: SetTimeouts> Bounded<'a, S> {
     /// `stream` until `timeout` from now.
-    pub(crate) fn new(stream: &'a mut Stream, timeout: Duration) -> Bounded<'a> {
+    pub fn new(stream: &'a mut S, timeout: Duration) -> Bounded<'a, S> {
         Bounded {
             stream,
             until: Instant::now() + timeout,
@@ -344,7 +362,7 @@ impl<'a> Bounded<'a> {
 
 /// A read that times out (EAGAIN) early is retried; once the deadline has
 /// passed, `left` reports TimedOut.
-impl Read for Bounded<'_> {
+impl<S: SetTimeouts> Read for Bounded<'_, S> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             self.arm()?;
@@ -357,7 +375,7 @@ impl Read for Bounded<'_> {
 }
 
 /// A write that times out is not retried (TLS may have taken its bytes).
-impl Write for Bounded<'_> {
+impl<S: SetTimeouts> Write for Bounded<'_, S> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.arm()?;
         match self.stream.write(buf) {

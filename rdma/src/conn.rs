@@ -86,6 +86,15 @@ impl Write for Stream {
     }
 }
 
+impl monarch_core::transport::SetTimeouts for Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_read_timeout(self, t)
+    }
+    fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_write_timeout(self, t)
+    }
+}
+
 impl Stream {
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
@@ -166,7 +175,7 @@ pub fn recv_status(s: &mut Stream) -> io::Result<std::result::Result<(), String>
 
 /// Owner side of the handshake (the job's mutual authentication,
 /// `monarch_core::auth`); false when the peer does not know the job token.
-pub fn accept_handshake(s: &mut Stream, token: &str, my_id: &str) -> bool {
+pub fn accept_handshake<S: Read + Write>(s: &mut S, token: &str, my_id: &str) -> bool {
     match auth::accept_handshake(s, token.as_bytes(), my_id) {
         Ok(_) => true,
         Err(e) => {

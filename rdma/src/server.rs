@@ -8,8 +8,11 @@
 use std::io::Read;
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use monarch_core::limits::HandshakeLimits;
+use monarch_core::transport::Bounded;
 use monarch_core::{Error, ErrorKind, Result};
 
 use crate::conn::{self, Request, Stream, IO_TIMEOUT};
@@ -146,16 +149,52 @@ fn accept_tcp(tl: TcpListener) {
     }
 }
 
+/// Connections of this process's data-plane server still in their
+/// handshake: each holds a thread, so they are capped.
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// The handshake limits of the control plane (`MONARCH_HANDSHAKE_TIMEOUT_MS`,
+/// `MONARCH_MAX_PENDING_HANDSHAKES`), read once.
+fn limits() -> &'static HandshakeLimits {
+    static LIMITS: OnceLock<HandshakeLimits> = OnceLock::new();
+    LIMITS.get_or_init(HandshakeLimits::from_env)
+}
+
+/// Releases a pending handshake's slot however its thread ends.
+struct PendingSlot;
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        PENDING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn serve(s: Stream) {
+    let limits = limits();
+    if PENDING.fetch_add(1, Ordering::AcqRel) >= limits.max_pending {
+        // Over the cap a new connection is closed at once (its transfer
+        // fails with the connection's error); slots free up within one
+        // handshake deadline.
+        PENDING.fetch_sub(1, Ordering::AcqRel);
+        tracing::debug!("data-plane connection refused: too many pending handshakes");
+        return;
+    }
+    let slot = PendingSlot;
+    // A thread that cannot start drops its closure, and the slot with it.
     let _ = std::thread::Builder::new()
         .name("monarch-rdma-conn".into())
         .spawn(move || {
             let mut s = s;
-            let _ = s.set_read_timeout(Some(IO_TIMEOUT));
-            let _ = s.set_write_timeout(Some(IO_TIMEOUT));
-            if !conn::accept_handshake(&mut s, &identity::token(), &identity::my_id()) {
+            let authenticated = conn::accept_handshake(
+                &mut Bounded::new(&mut s, limits.timeout),
+                &identity::token(),
+                &identity::my_id(),
+            );
+            drop(slot);
+            if !authenticated {
                 return;
             }
+            let _ = s.set_write_timeout(Some(IO_TIMEOUT));
             // Idle pooled connections wait for their next request forever.
             let _ = s.set_read_timeout(None);
             let mut held = Held::default();
