@@ -37,7 +37,7 @@ ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
 	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, C++ tests (+ASan), install test, SLURM tests, orphan check (what CI runs)"
-	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
+	@echo "make venv      create .venv with the dev tools (requirements-dev.txt, requirements-torch.txt)"
 	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
 	@echo "make install   pip install . (the Python distribution libmonarch) into .venv; with PREFIX=DIR also"
 	@echo "               the C/C++ package into DIR (library + SONAME links, headers, CMake, pkg-config, CLI)"
@@ -66,9 +66,9 @@ check-cargo:
 # ---------------------------------------------------------------- venv
 venv: $(VENV_STAMP)
 
-$(VENV_STAMP): requirements-dev.txt
+$(VENV_STAMP): requirements-dev.txt requirements-torch.txt
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(VPY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt -r requirements-torch.txt
 	@touch $@
 
 # ---------------------------------------------------------------- build

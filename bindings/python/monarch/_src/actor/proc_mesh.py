@@ -6,6 +6,7 @@ daemon thread of this process serves).
 from __future__ import annotations
 
 import atexit
+import importlib
 import sys
 import threading
 from typing import Any
@@ -150,6 +151,7 @@ class ProcMesh(MeshTrait):
             (StopState("actor mesh"),) + self._states,
             endpoint_names(cls, raw_only=True),
         )
+        mesh.__dict__["_actor_class"] = cls
         if self._is_this_proc:
             _keep_for_exit(mesh)
         ready = Future(
@@ -226,6 +228,15 @@ class ProcMesh(MeshTrait):
         self._states[0].stopped = True
         return Future(_gc(out[0], _future_free), convert_none)
 
+    def activate(self) -> Any:
+        """``with mesh.activate():`` torch calls in the block make and use
+        distributed tensors on these procs (see ``monarch.fetch_shard``)."""
+        return _tensor_api().activate(self)
+
+    def rank(self, dim: str) -> Any:
+        """A distributed int64 scalar: each proc's coordinate along ``dim``."""
+        return _tensor_api().rank(self, dim)
+
     def logging_option(self, stream_to_client: bool = True, aggregate_window_sec: float | None = None) -> None:
         """How output of procs on other hosts reaches this process: each
         stdout/stderr line is printed here with a ``[rank N]`` prefix when
@@ -239,6 +250,11 @@ class ProcMesh(MeshTrait):
 
     def __repr__(self) -> str:
         return f"<ProcMesh {self._shape()}>"
+
+
+def _tensor_api():
+    # Tensor support needs torch, so it is loaded on first use.
+    return importlib.import_module("monarch._src.tensor.api")
 
 
 _this_proc = None
