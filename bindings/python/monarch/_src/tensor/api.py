@@ -95,7 +95,8 @@ class Remote:
             with _no_mode():
                 result = prop(*meta_args, **meta_kwargs)
             fn, pre = self._target()
-            return issue_call(ctl, fn, pre + tuple(args), kwargs, result, metas)
+            # A remote function's result is never one of its arguments.
+            return issue_call(ctl, fn, pre + tuple(args), kwargs, result, {})
 
     def call(self, *args: Any, **kwargs: Any) -> Future:
         """Run on every proc of the active mesh (or of the distributed
@@ -151,7 +152,7 @@ def rref(endpoint_ref: Any, args: tuple, kwargs: dict) -> DTensor:
             result = propagate(*meta_args, **meta_kwargs)
         if not any(isinstance(x, torch.Tensor) for x in tree_flatten(result)[0]):
             raise TypeError("propagate must return the meta tensors of the endpoint's result")
-        return issue_call(ctl, _call_actor, (mesh, endpoint_ref._name) + tuple(args), kwargs, result, metas)
+        return issue_call(ctl, _call_actor, (mesh, endpoint_ref._name) + tuple(args), kwargs, result, {})
 
 
 def _propagate_of(mesh: Any, name: str) -> Callable | None:

@@ -17,6 +17,7 @@ import weakref
 from typing import Any
 
 import cloudpickle
+import torch
 
 from .worker import TensorWorker
 
@@ -87,7 +88,10 @@ class MeshController:
             self._batch.append(("del", sorted(self._streams, key=str), ids))
         if self._batch:
             batch, self._batch = self._batch, []
-            self.workers.run.broadcast(batch)
+            # Local tensors in the batch pickle with torch calls, which
+            # must not be taken as distributed ops.
+            with torch._C.DisableTorchFunction():
+                self.workers.run.broadcast(batch)
 
     # ------------------------------------------------------------ answers
     def worker_at(self, coords: dict[str, int]) -> Any:
@@ -119,7 +123,8 @@ class MeshController:
 
     def call(self, stream: Any, fn: Any, args: tuple, kwargs: dict) -> Any:
         self.flush()
-        return self.workers.call_fn.call(stream, fn, args, kwargs)
+        with torch._C.DisableTorchFunction():
+            return self.workers.call_fn.call(stream, fn, args, kwargs)
 
 
 def controller_for(procs: Any) -> MeshController:

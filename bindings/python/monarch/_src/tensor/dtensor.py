@@ -94,7 +94,7 @@ class DTensor(torch.Tensor):
         raise RuntimeError(f"{func} reached a distributed tensor below __torch_function__")
 
     def _meta(self) -> torch.Tensor:
-        with torch._C.DisableTorchFunctionSubclass():
+        with torch._C.DisableTorchFunction():
             m = torch.empty_strided(self.size(), self.stride(), dtype=self.dtype, device="meta")
         if self._rg:
             m.requires_grad_(True)
@@ -135,7 +135,8 @@ def _meta_of(x: Any, metas: dict) -> Any:
             m = metas[x._id] = (x._meta(), x)
         return m[0]
     if isinstance(x, torch.Tensor):
-        return x.to("meta")
+        with torch._C.DisableTorchFunction():
+            return x.to("meta")
     return x
 
 
@@ -208,15 +209,24 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
             "use monarch.fetch_shard(t).result() or monarch.inspect(t)"
         )
     metas: dict = {}
-    if func is _TensorBase.grad.__get__:
+    if getattr(func, "__self__", None) is _TensorBase.grad and func.__name__ == "__get__":
         return issue_call(ctl, _grad_of, args, kwargs, _meta_of(args[0], metas).detach(), metas)
     if func is torch.Tensor.backward:
         return issue_call(ctl, _backward, args, kwargs, None, metas)
     meta_args = tree_map(lambda x: _meta_of(x, metas), args)
     meta_kwargs = tree_map(lambda x: _meta_of(x, metas), kwargs)
     if not metas and not any(isinstance(x, torch.Tensor) for x in tree_flatten((args, kwargs))[0]):
-        meta_kwargs["device"] = "meta"  # a factory: torch.rand(3, 4)
-    result = func(*meta_args, **meta_kwargs)
+        # A factory (torch.rand(3, 4)) makes a distributed tensor; a call
+        # without tensors that takes no device (torch.set_grad_enabled) is
+        # controller state and runs here.
+        try:
+            result = func(*meta_args, **dict(meta_kwargs, device="meta"))
+        except TypeError as e:
+            if "device" not in str(e):
+                raise
+            return func(*args, **kwargs)
+    else:
+        result = func(*meta_args, **meta_kwargs)
     if result is not None and not any(isinstance(x, torch.Tensor) for x in tree_flatten(result)[0]):
         return result  # metadata (shape, dtype, dim, ...): nothing to run
     return issue_call(ctl, func, args, kwargs, result, metas)
