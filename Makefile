@@ -19,7 +19,8 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
 # Run by `make test` so they keep working; the first is `make demo`.
-EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py
+EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py \
+	examples/python/distributed_tensors.py
 
 # Release everywhere: `cargo build --release`, the library that
 # `pip install .` bundles and `cargo test --release` then
@@ -47,7 +48,7 @@ help:
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
-	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py"
+	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py, benches/tensors.py"
 	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
 	@echo "make test-cpp  the C++ tests (ctest) and the sgd_trainer example"
@@ -118,6 +119,7 @@ bench: venv install cpp
 	$(VPY) benches/meshes.py
 	CARGO="$(CARGO)" $(VPY) benches/native_cast.py
 	$(VPY) benches/supervision.py
+	$(VPY) benches/tensors.py
 
 bench-supervision: venv install
 	$(VPY) benches/supervision.py

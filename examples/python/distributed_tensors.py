@@ -49,11 +49,12 @@ def train_locally():
 
 def train_distributed(mesh):
     losses = []
+    data = list(batches())  # made here, outside activate(): local tensors
     with mesh.activate():
         seed.call(0).get()
         model = make_model()
         rank = mesh.rank("gpu")
-        for x_all, y_all in batches():
+        for x_all, y_all in data:
             # Each proc keeps its quarter of the batch.
             x = x_all.view(PROCS, -1, 8).index_select(0, rank.view(1)).squeeze(0)
             y = y_all.view(PROCS, -1, 1).index_select(0, rank.view(1)).squeeze(0)

@@ -31,8 +31,3 @@ def plus_one(t):
 @remote
 def local_sum(t):
     return float(t.sum())
-
-
-@remote
-def exit_now(t):
-    os._exit(3)

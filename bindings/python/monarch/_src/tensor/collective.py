@@ -35,6 +35,7 @@ class Mailbox:
         self._got: dict[Any, Any] = {}
         self._cond = threading.Condition()
         self._receiving = False
+        self._pending: Any = None
 
     def take(self, tag: Any, timeout: float = PEER_TIMEOUT) -> Any:
         deadline = time.monotonic() + timeout
@@ -49,9 +50,14 @@ class Mailbox:
                     self._cond.wait(left)
                     continue
                 self._receiving = True
+                if self._pending is None:
+                    self._pending = self._rx.recv()
                 self._cond.release()
                 try:
-                    got = self._rx.recv().get(timeout=min(left, 1.0))
+                    # A receive not completed in time is waited on again
+                    # later: the next value goes to it.
+                    got = self._pending.get(timeout=min(left, 1.0))
+                    self._pending = None
                 except TimeoutError:
                     got = None
                 finally:

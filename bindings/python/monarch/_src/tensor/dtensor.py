@@ -18,6 +18,7 @@ the meta result and not sent; one that returns ``None`` (``t[0] = 1``,
 from __future__ import annotations
 
 import contextlib
+import pickle
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +30,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from . import worker
 from .collective import REDUCTIONS
 from .controller import MeshController
-from .store import Ref, local_shard
+from .store import Local, Ref, local_shard
 from .stream import get_active_stream
 
 _local = threading.local()
@@ -143,6 +144,9 @@ def _meta_of(x: Any, metas: dict) -> Any:
 def _ref_of(x: Any) -> Any:
     if isinstance(x, DTensor):
         return Ref(x._id)
+    if isinstance(x, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            return Local(pickle.dumps(x, protocol=4))
     return x
 
 

@@ -43,6 +43,19 @@ class Ref:
         return f"Ref({self.id})"
 
 
+class Local:
+    """A controller-local tensor in an op's arguments, pickled when the op
+    is issued (later changes to it at the controller do not reach the op)."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def __reduce__(self):
+        return (Local, (self.blob,))
+
+
 class Store:
     """id -> value, with waiting for ids that are not produced yet."""
 

@@ -37,7 +37,7 @@ from ..actor.context import current_rank
 from ..actor.endpoint import endpoint
 from ..actor.port import Channel
 from . import collective
-from .store import STORE, Failed, Ref
+from .store import STORE, Failed, Local, Ref
 
 _current: TensorWorker | None = None
 
@@ -60,6 +60,8 @@ def _resolve(x: Any) -> Any:
         if isinstance(v, Failed):
             raise _Propagate(v)
         return v
+    if isinstance(x, Local):
+        return pickle.loads(x.blob)
     return x
 
 
@@ -179,8 +181,10 @@ class TensorWorker(Actor):
     def _op(self, key, fn_bytes, args, kwargs, out_ids, grad) -> None:
         fn = self.funcs.get(key)
         try:
-            if fn is None:
-                fn = self.funcs[key] = pickle.loads(fn_bytes)
+            if fn_bytes is not None:
+                fn = pickle.loads(fn_bytes)
+                if key >= 0:
+                    self.funcs[key] = fn
             args = tree_map(_resolve, args)
             kwargs = tree_map(_resolve, kwargs)
             with torch.set_grad_enabled(grad):
