@@ -33,9 +33,12 @@ def test_ops_run_on_every_proc_and_fetch(mesh):
         u = t @ t.T + 1
         assert isinstance(t, monarch.DTensor) and t.shape == (3, 4) and u.shape == (3, 3)
         assert t.dtype == torch.float32
+        inside = fetch_shard(u, gpu=0).result(timeout=T)  # a local tensor, also under activate()
+        assert type(inside) is torch.Tensor
     ts, us = shards(t), shards(u)
     for a, b in zip(ts, us):
         assert torch.allclose(a @ a.T + 1, b)
+    assert torch.equal(inside, us[0])
     # Independent random shards per proc.
     assert not torch.equal(ts[0], ts[1])
     assert torch.equal(fetch_shard(u, gpu=2).get(timeout=T), us[2])

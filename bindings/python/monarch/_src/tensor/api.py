@@ -23,14 +23,41 @@ def _coords(coordinates: dict | None, kw: dict) -> dict:
     return c
 
 
-def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> Future:
+class LocalFuture:
+    """A Future whose value is unpickled as local tensors, also when waited
+    on under ``mesh.activate()``."""
+
+    __slots__ = ("_fut",)
+
+    def __init__(self, fut: Future) -> None:
+        self._fut = fut
+
+    def get(self, timeout: float | None = None) -> Any:
+        with torch._C.DisableTorchFunction():
+            return self._fut.get(timeout)
+
+    result = get
+
+    def done(self) -> bool:
+        return self._fut.done()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        with torch._C.DisableTorchFunction():
+            return self._fut.exception(timeout)
+
+    def __await__(self):
+        with torch._C.DisableTorchFunction():
+            return (yield from self._fut.__await__())
+
+
+def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> LocalFuture:
     """A Future of the shard of ``t`` on the proc at ``coordinates`` (dims
     not given are 0), as a ``torch.Tensor`` at the controller. Ops on the
     tensor issued before run first. A worker error in the ops that made it
     is raised by ``.result()``/``.get()`` with the worker's traceback."""
     if not isinstance(t, DTensor):
-        return Future._ready(t)
-    return t._ctl.fetch(t._id, t._stream, _coords(coordinates, kw))
+        return LocalFuture(Future._ready(t))
+    return LocalFuture(t._ctl.fetch(t._id, t._stream, _coords(coordinates, kw)))
 
 
 def inspect(t: Any, coordinates: dict | None = None, **kw: int) -> Any:
@@ -98,7 +125,7 @@ class Remote:
             # A remote function's result is never one of its arguments.
             return issue_call(ctl, fn, pre + tuple(args), kwargs, result, {})
 
-    def call(self, *args: Any, **kwargs: Any) -> Future:
+    def call(self, *args: Any, **kwargs: Any) -> LocalFuture:
         """Run on every proc of the active mesh (or of the distributed
         tensors among the arguments); a Future of the ValueMesh of the
         return values."""
@@ -106,7 +133,9 @@ class Remote:
         if ctl is None:
             raise ValueError(f"{self.__name__}.call() needs an active mesh or a distributed tensor argument")
         fn, pre = self._target()
-        return ctl.call(get_active_stream().name, fn, pre + tree_map(_ref_of, args), tree_map(_ref_of, kwargs))
+        return LocalFuture(
+            ctl.call(get_active_stream().name, fn, pre + tree_map(_ref_of, args), tree_map(_ref_of, kwargs))
+        )
 
     def __repr__(self) -> str:
         return f"<remote {self.__name__}>"
