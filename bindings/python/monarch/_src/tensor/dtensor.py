@@ -34,6 +34,7 @@ from .store import Local, Ref, local_shard
 from .stream import get_active_stream
 
 _local = threading.local()
+_META = torch.device("meta")
 _TensorBase = torch._C.TensorBase
 
 # Calls answered at the controller with the DTensor's own text.
@@ -69,14 +70,13 @@ class DTensor(torch.Tensor):
     _rg: bool
 
     @staticmethod
-    def __new__(cls, ctl: MeshController, id: int, meta: torch.Tensor, stream: Any) -> DTensor:
-        t = torch.Tensor._make_wrapper_subclass(
-            cls, meta.size(), strides=meta.stride(), dtype=meta.dtype, device=meta.device
-        )
+    def __new__(cls, ctl: MeshController, id: int, desc: tuple, stream: Any) -> DTensor:
+        size, stride, dtype, rg = desc
+        t = torch.Tensor._make_wrapper_subclass(cls, size, strides=stride, dtype=dtype, device=_META)
         t._ctl = ctl
         t._id = id
         t._stream = stream
-        t._rg = bool(meta.requires_grad)
+        t._rg = rg
         ctl.track(t, id)
         return t
 
@@ -163,28 +163,53 @@ def controller_of(args: Any, kwargs: Any, default: MeshController | None) -> Mes
     return ctl
 
 
+def _desc(m: torch.Tensor) -> tuple:
+    return (tuple(m.shape), m.stride(), m.dtype, bool(m.requires_grad))
+
+
 def issue_call(ctl: MeshController, func: Any, args: Any, kwargs: Any, meta_result: Any, metas: dict) -> Any:
     """Send ``func(*args, **kwargs)`` to the workers; the result's tensors
     (as in ``meta_result``) become DTensors, except ones that are an
     argument (an in-place op's result is its argument)."""
-    stream = get_active_stream().name
+    return _issue(ctl, func, args, kwargs, *plan(meta_result, metas))
+
+
+def plan(meta_result: Any, metas: dict) -> tuple:
+    """What a call returns, from its meta result: ``(spec, leaves)``, each
+    leaf ``("alias", i)`` (the i-th distributed tensor argument),
+    ``("new", desc)`` or ``("value", v)``."""
     leaves, spec = tree_flatten(meta_result)
-    aliases = {id(m): dt for m, dt in metas.values()}
-    out_ids, new = [], []
+    aliases = {id(m): i for i, (m, _) in enumerate(metas.values())}
+    out = []
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
-            dt = aliases.get(id(leaf))
-            if dt is not None:
-                dt._rg = bool(leaf.requires_grad)
-                out_ids.append(None)
-                new.append(dt)
-                continue
+            i = aliases.get(id(leaf))
+            out.append(("new", _desc(leaf)) if i is None else ("alias", i, bool(leaf.requires_grad)))
+        else:
+            out.append(("value", leaf))
+    return spec, out
+
+
+def _issue(ctl: MeshController, func: Any, args: Any, kwargs: Any, spec: Any, leaves: list) -> Any:
+    stream = get_active_stream().name
+    dts = None
+    out_ids, new = [], []
+    for leaf in leaves:
+        kind = leaf[0]
+        if kind == "new":
             i = ctl.new_id()
             out_ids.append(i)
-            new.append(DTensor(ctl, i, leaf, stream))
+            new.append(DTensor(ctl, i, leaf[1], stream))
+        elif kind == "alias":
+            if dts is None:
+                dts = _dtensors(args, kwargs)
+            dt = dts[leaf[1]]
+            dt._rg = leaf[2]
+            out_ids.append(None)
+            new.append(dt)
         else:
             out_ids.append(None)
-            new.append(leaf)
+            new.append(leaf[1])
     key, blob = ctl.func_ref(func)
     ctl.issue(
         (
@@ -199,6 +224,43 @@ def issue_call(ctl: MeshController, func: Any, args: Any, kwargs: Any, meta_resu
         )
     )
     return tree_unflatten(new, spec)
+
+
+def _dtensors(args: Any, kwargs: Any) -> list:
+    """The distributed tensor arguments, each once, in argument order."""
+    seen: dict = {}
+    for x in tree_flatten((args, kwargs))[0]:
+        if isinstance(x, DTensor) and x._id not in seen:
+            seen[x._id] = x
+    return list(seen.values())
+
+
+# Plans of calls by their signature (the function, the metadata of tensor
+# arguments, the other arguments, the grad mode): a call seen before skips
+# the meta computation.
+_PLANS: dict = {}
+_PLANS_MAX = 8192
+
+
+def _sig(x: Any) -> Any:
+    t = type(x)
+    if t is DTensor:
+        return (0, tuple(x.shape), x.stride(), x.dtype, x._rg)
+    if t is tuple or t is list:
+        return (t, tuple(_sig(v) for v in x))
+    if t is dict:
+        return (dict, tuple((k, _sig(v)) for k, v in x.items()))
+    if isinstance(x, (torch.Tensor, tuple, list, dict)):
+        raise TypeError  # local tensors and other containers: not cached
+    hash(x)
+    return (t, x)
+
+
+def _signature(func: Any, args: tuple, kwargs: dict) -> Any:
+    try:
+        return (func, _sig(args), _sig(kwargs), torch.is_grad_enabled())
+    except TypeError:
+        return None
 
 
 def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None) -> Any:
@@ -217,6 +279,13 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
         return issue_call(ctl, _grad_of, args, kwargs, _meta_of(args[0], metas).detach(), metas)
     if func is torch.Tensor.backward:
         return issue_call(ctl, _backward, args, kwargs, None, metas)
+    sig = _signature(func, args, kwargs)
+    if sig is not None:
+        hit = _PLANS.get(sig)
+        if hit is not None:
+            if hit[0] == "meta":
+                return hit[1]
+            return _issue(ctl, func, args, kwargs, hit[1], hit[2])
     meta_args = tree_map(lambda x: _meta_of(x, metas), args)
     meta_kwargs = tree_map(lambda x: _meta_of(x, metas), kwargs)
     if not metas and not any(isinstance(x, torch.Tensor) for x in tree_flatten((args, kwargs))[0]):
@@ -233,7 +302,10 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
         result = func(*meta_args, **meta_kwargs)
     if result is not None and not any(isinstance(x, torch.Tensor) for x in tree_flatten(result)[0]):
         return result  # metadata (shape, dtype, dim, ...): nothing to run
-    return issue_call(ctl, func, args, kwargs, result, metas)
+    spec, leaves = plan(result, metas)
+    if sig is not None and len(_PLANS) < _PLANS_MAX:
+        _PLANS[sig] = ("issue", spec, leaves)
+    return _issue(ctl, func, args, kwargs, spec, leaves)
 
 
 class _MeshMode(TorchFunctionMode):
@@ -292,7 +364,7 @@ def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) 
     ctl.issue(("reduce", stream, t._id, out, dims, reduction, scatter, inplace, ctl.next_seq()))
     if inplace:
         return t
-    return DTensor(ctl, out, meta, stream)
+    return DTensor(ctl, out, _desc(meta), stream)
 
 
 def rank(ctl: MeshController, dim: str) -> DTensor:
