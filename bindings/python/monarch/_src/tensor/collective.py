@@ -54,9 +54,10 @@ class Mailbox:
                     self._pending = self._rx.recv()
                 self._cond.release()
                 try:
-                    # A receive not completed in time is waited on again
-                    # later: the next value goes to it.
-                    got = self._pending.get(timeout=min(left, 1.0))
+                    # Every arrival completes this receive, whichever
+                    # thread waits for it; one not completed in time is
+                    # waited on again later.
+                    got = self._pending.get(timeout=left)
                     self._pending = None
                 except TimeoutError:
                     got = None
