@@ -19,8 +19,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
 # Run by `make test` so they keep working; the first is `make demo`.
-EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py \
-	examples/python/distributed_tensors.py
+EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py
 
 # Release everywhere: `cargo build --release`, the library that
 # `pip install .` bundles and `cargo test --release` then
