@@ -1,6 +1,7 @@
 """Actors and remote functions used by the distributed tensor tests (importable on the workers)."""
 
 import os
+import time
 
 import torch
 
@@ -31,3 +32,13 @@ def plus_one(t):
 @remote
 def local_sum(t):
     return float(t.sum())
+
+
+@remote(propagate=lambda t, gpu: t)
+def stalled_on(t, gpu):
+    """``t`` again; the proc at ``gpu`` stalls first (until it is killed)."""
+    from monarch._src.tensor.worker import current_worker
+
+    if current_worker().coords["gpu"] == gpu:
+        time.sleep(600)
+    return t.clone()

@@ -230,3 +230,26 @@ def test_proc_dying_mid_op_gives_supervision_error():
             pm.stop().get(timeout=30)
         except Exception:  # noqa: BLE001 - the mesh lost a proc
             pass
+
+
+def test_proc_dying_mid_reduce_fails_the_fetch_from_a_live_peer():
+    # gpu=0 enters the reduce and waits for the chunk of gpu=1, which stalls
+    # before its reduce and is killed: the fetch from the live gpu=0 fails
+    # with the loss, long before its bound (a wait for the chunk would end
+    # in TimeoutError instead).
+    from tensor_actors import ShardReader, stalled_on
+
+    pm = this_host().spawn_procs(per_host={"gpu": 2})
+    try:
+        pid = pm.spawn("pids", ShardReader).pid.call().get(timeout=T).item(gpu=1)
+        with pm.activate():
+            t = torch.ones(4)
+            r = stalled_on(t, 1).reduce("gpu", "sum")
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            fetch_shard(r, gpu=0).result(timeout=T)
+    finally:
+        try:
+            pm.stop().get(timeout=30)
+        except Exception:  # noqa: BLE001 - the mesh lost a proc
+            pass

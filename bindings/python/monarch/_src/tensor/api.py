@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -16,6 +17,9 @@ from .controller import controller_for
 from .dtensor import DTensor, _meta_of, _ref_of, controller_of, issue_call
 from .stream import get_active_stream
 
+# Seconds a fetch waits before it checks that every proc of the mesh lives.
+LIVENESS_EVERY = 1.0
+
 
 def _coords(coordinates: dict | None, kw: dict) -> dict:
     c = dict(coordinates or {})
@@ -25,16 +29,30 @@ def _coords(coordinates: dict | None, kw: dict) -> dict:
 
 class LocalFuture:
     """A Future whose value is unpickled as local tensors, also when waited
-    on under ``mesh.activate()``."""
+    on under ``mesh.activate()``. With ``ctl``, a wait that lasts also
+    watches the mesh: a lost proc fails it with the SupervisionError of
+    the loss (workers waiting for that proc's part of a collective would
+    otherwise never answer)."""
 
-    __slots__ = ("_fut",)
+    __slots__ = ("_fut", "_ctl")
 
-    def __init__(self, fut: Future) -> None:
+    def __init__(self, fut: Future, ctl: Any = None) -> None:
         self._fut = fut
+        self._ctl = ctl
 
     def get(self, timeout: float | None = None) -> Any:
         with torch._C.DisableTorchFunction():
-            return self._fut.get(timeout)
+            if self._ctl is None:
+                return self._fut.get(timeout)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    return self._fut.get(LIVENESS_EVERY if left is None else min(LIVENESS_EVERY, left))
+                except TimeoutError:
+                    if left is not None and left <= LIVENESS_EVERY:
+                        raise
+                self._ctl.check_alive(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     result = get
 
@@ -42,8 +60,13 @@ class LocalFuture:
         return self._fut.done()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        with torch._C.DisableTorchFunction():
-            return self._fut.exception(timeout)
+        try:
+            self.get(timeout)
+        except TimeoutError:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            return e
+        return None
 
     def __await__(self):
         with torch._C.DisableTorchFunction():
@@ -57,7 +80,7 @@ def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> LocalFutu
     is raised by ``.result()``/``.get()`` with the worker's traceback."""
     if not isinstance(t, DTensor):
         return LocalFuture(Future._ready(t))
-    return LocalFuture(t._ctl.fetch(t._id, t._stream, _coords(coordinates, kw)))
+    return LocalFuture(t._ctl.fetch(t._id, t._stream, _coords(coordinates, kw)), t._ctl)
 
 
 def inspect(t: Any, coordinates: dict | None = None, **kw: int) -> Any:

@@ -69,6 +69,24 @@ class Mailbox:
                 self._cond.notify_all()
 
 
+def greet(r: int, me: int, ports: list[Any], mailbox: Mailbox) -> None:
+    """Round ``r`` of connecting the workers pairwise, one connection per
+    pair: worker ``r`` sends a greeting to every higher rank, which answers
+    on the connection that greeting opened. The runtime keeps one
+    connection per pair of procs, but two procs that connect to each other
+    at the same moment can each keep the connection the other one closes,
+    and the chunks then sent on it are lost; rounds run one at a time
+    (``MeshController``), so no two workers ever connect at once."""
+    if me == r:
+        for peer in range(r + 1, len(ports)):
+            ports[peer].send((("greet", r), me))
+        for peer in range(r + 1, len(ports)):
+            mailbox.take(("greeted", peer))
+    elif me > r:
+        mailbox.take(("greet", r))
+        ports[r].send((("greeted", me), None))
+
+
 def _to_wire(t: torch.Tensor) -> tuple:
     t = t.detach().contiguous()
     return (str(t.dtype), tuple(t.shape), t.view(torch.uint8).reshape(-1).numpy())

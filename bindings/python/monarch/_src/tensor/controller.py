@@ -19,6 +19,8 @@ from typing import Any
 import cloudpickle
 import torch
 
+from ..._lib import SupervisionError
+from ..actor.future import Future
 from .worker import TensorWorker
 
 # Commands per batch before it is sent without waiting for a sync point.
@@ -35,6 +37,9 @@ class MeshController:
         self.workers = procs.spawn(f"tensor_worker_{next(_names)}", TensorWorker)
         ports = self.workers.mailbox_port.call().get()
         self.workers.set_peers.call([p for _, p in ports.items()]).get()
+        # Worker-to-worker connections, one pair at a time (see collective.greet).
+        for r in range(len(ports)):
+            self.workers.greet.call(r).get()
         self.extent: dict[str, int] = dict(procs.sizes)
         self._ids = itertools.count(1)
         self._seq = itertools.count(1)
@@ -44,6 +49,7 @@ class MeshController:
         self._streams: set = {"main"}
         self._lock = threading.Lock()
         self._slices: dict = {}
+        self._failure: SupervisionError | None = None
 
     # ------------------------------------------------------------ ids
     def new_id(self) -> int:
@@ -91,7 +97,11 @@ class MeshController:
             # Local tensors in the batch pickle with torch calls, which
             # must not be taken as distributed ops.
             with torch._C.DisableTorchFunction():
-                self.workers.run.broadcast(batch)
+                try:
+                    self.workers.run.broadcast(batch)
+                except SupervisionError as e:
+                    # A lost proc: the next answer asked for raises it.
+                    self._failure = e
 
     # ------------------------------------------------------------ answers
     def worker_at(self, coords: dict[str, int]) -> Any:
@@ -114,12 +124,22 @@ class MeshController:
     def fetch(self, id: int, stream: Any, coords: dict[str, int]) -> Any:
         w = self.worker_at(coords)
         self.flush()
+        if self._failure is not None:
+            return Future._failed(self._failure)
         return w.fetch.call_one(stream, id)
 
     def sync(self, stream: Any, timeout: float | None = None) -> None:
         """Wait until every worker ran what was issued on ``stream``."""
         self.flush()
+        if self._failure is not None:
+            raise self._failure
         self.workers.sync.call(stream).get(timeout=timeout)
+
+    def check_alive(self, timeout: float | None) -> None:
+        """Raise the SupervisionError of a lost proc of the mesh, if any: a
+        call on the actor threads of the workers (free while their streams
+        run ops) answers at once from live procs and fails for lost ones."""
+        self.workers.stats.call().get(timeout=timeout)
 
     def call(self, stream: Any, fn: Any, args: tuple, kwargs: dict) -> Any:
         self.flush()

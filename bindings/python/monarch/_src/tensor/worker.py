@@ -109,6 +109,11 @@ class TensorWorker(Actor):
         self.peers = list(ports)
 
     @endpoint
+    def greet(self, r):
+        """Connection round ``r`` (``collective.greet``)."""
+        collective.greet(r, self.rank, self.peers, self.mailbox)
+
+    @endpoint
     def run(self, cmds):
         for cmd in cmds:
             if cmd[0] == "del":
