@@ -20,7 +20,7 @@ VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
 # Run by `make test` so they keep working; the first is `make demo`.
 EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py \
-	examples/python/tutorial.py
+	examples/python/tutorial.py examples/python/distributed_tensors.py
 JULIA_EXAMPLES := examples/julia/hello_mesh.jl examples/julia/data_parallel.jl
 JULIA := julia --startup-file=no
 
