@@ -20,7 +20,7 @@ VPY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.monarch-dev-stamp
 # Run by `make test` so they keep working; the first is `make demo`.
 EXAMPLES := examples/python/hello_mesh.py examples/python/errors.py examples/python/parameter_server.py \
-	examples/python/tutorial.py
+	examples/python/tutorial.py examples/python/distributed_tensors.py
 JULIA_EXAMPLES := examples/julia/hello_mesh.jl examples/julia/data_parallel.jl
 JULIA := julia --startup-file=no
 
@@ -40,7 +40,7 @@ ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 help:
 	@echo "make demo      build + install the Python package, run examples/python/hello_mesh.py"
 	@echo "make test      fmt, clippy, ruff, cargo tests, pytest, Julia tests, C++ tests (+ASan), install test, SLURM tests, orphan check (what CI runs)"
-	@echo "make venv      create .venv with the dev tools (requirements-dev.txt)"
+	@echo "make venv      create .venv with the dev tools (requirements-dev.txt, requirements-torch.txt)"
 	@echo "make build     cargo build --release (libmonarch.so, monarch CLI)"
 	@echo "make install   pip install . (the Python distribution libmonarch) into .venv; with PREFIX=DIR also"
 	@echo "               the C/C++ package into DIR (library + SONAME links, headers, CMake, pkg-config, CLI)"
@@ -50,7 +50,7 @@ help:
 	@echo "make schema    regenerate flatbuffers code from core/schema/monarch.fbs"
 	@echo "make lint      cargo fmt --check, cargo clippy, ruff check"
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
-	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py"
+	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py, benches/tensors.py"
 	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
 	@echo "make julia     install Julia 1.5.3 from Debian bullseye when no working julia is on PATH (root)"
 	@echo "make test-julia the Julia binding's tests (bindings/julia/test) and examples/julia"
@@ -71,9 +71,9 @@ check-cargo:
 # ---------------------------------------------------------------- venv
 venv: $(VENV_STAMP)
 
-$(VENV_STAMP): requirements-dev.txt
+$(VENV_STAMP): requirements-dev.txt requirements-torch.txt
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	$(VPY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt -r requirements-torch.txt
 	@touch $@
 
 # ---------------------------------------------------------------- build
@@ -134,6 +134,7 @@ bench: venv install cpp
 	$(VPY) benches/meshes.py
 	CARGO="$(CARGO)" $(VPY) benches/native_cast.py
 	$(VPY) benches/supervision.py
+	$(VPY) benches/tensors.py
 
 bench-supervision: venv install
 	$(VPY) benches/supervision.py

@@ -11,6 +11,7 @@ forms of the same.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Iterator
 from typing import Any, Callable, Generic, ParamSpec, TypeVar
@@ -226,6 +227,13 @@ class EndpointRef(Generic[T]):
         rx = PortReceiver(out[0], f"{mesh._class_name}.{self._name}")
         convert = RAW_CONVERT[(False, mesh._raw is ANY_ENDPOINT)] if self._raw else convert_one
         return _stream_futures(rx, mesh._shape().size, convert, (mesh, self))
+
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        """The endpoint's result on every proc as a distributed tensor (an
+        endpoint with ``@endpoint(propagate=...)``, which gives the result's
+        metadata from meta tensors of the arguments); see ``monarch.remote``."""
+        # Tensor support needs torch, so it is loaded on first use.
+        return importlib.import_module("monarch._src.tensor.api").rref(self, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(

@@ -106,6 +106,13 @@ class Future(Generic[T]):
         f._value = value
         return f
 
+    @classmethod
+    def _failed(cls, exc: BaseException) -> Future[Any]:
+        f = cls(None, None)
+        f._state = 2
+        f._value = exc
+        return f
+
     def get(self, timeout: float | None = None) -> T:
         """Wait for the result (up to ``timeout`` seconds; TimeoutError after
         that, and the future may be waited on again)."""

@@ -6,6 +6,7 @@ daemon thread of this process serves).
 from __future__ import annotations
 
 import atexit
+import importlib
 import sys
 import threading
 from typing import Any
@@ -188,6 +189,7 @@ class ProcMesh(MeshTrait):
             endpoint_names(cls, raw_only=True),
             plain_method_names(cls) - endpoint_names(cls),
         )
+        mesh.__dict__["_actor_class"] = cls
         if self._is_this_proc:
             _keep_for_exit(mesh)
         # As upstream, spawn does not wait for the constructors: one that
@@ -270,6 +272,15 @@ class ProcMesh(MeshTrait):
         self._states[0].stopped = True
         return Future(_gc(out[0], _future_free), convert_none)
 
+    def activate(self) -> Any:
+        """``with mesh.activate():`` torch calls in the block make and use
+        distributed tensors on these procs (see ``monarch.fetch_shard``)."""
+        return _tensor_api().activate(self)
+
+    def rank(self, dim: str) -> Any:
+        """A distributed int64 scalar: each proc's coordinate along ``dim``."""
+        return _tensor_api().rank(self, dim)
+
     def logging_option(
         self,
         stream_to_client: bool = True,
@@ -318,6 +329,11 @@ class _LogLevel(Actor):
         import logging
 
         logging.getLogger().setLevel(level)
+
+
+def _tensor_api():
+    # Tensor support needs torch, so it is loaded on first use.
+    return importlib.import_module("monarch._src.tensor.api")
 
 
 _this_proc = None

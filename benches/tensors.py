@@ -1,0 +1,82 @@
+"""Distributed tensors on 4 local procs: op-issue rate (ops issued and run
+per second), small fetch_shard latency, 64 MiB fetch_shard bandwidth, and
+an all-reduce of 64 MiB fp32 (algorithm and bus bandwidth, against a local
+memcpy of the same size).
+
+Run with `make bench` (or `.venv/bin/python benches/tensors.py`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from monarch import fetch_shard
+from monarch.actor import this_host
+
+MiB = 1 << 20
+N = 4
+
+
+def main() -> int:
+    mesh = this_host().spawn_procs(per_host={"gpu": N})
+    try:
+        with mesh.activate():
+            t = torch.ones(4)
+            fetch_shard(t).result(timeout=120)
+            # Op-issue rate: issue, then wait for the last one to have run.
+            ops = 5000
+            start = time.perf_counter()
+            for _ in range(ops):
+                t = t + 1
+            issued = time.perf_counter() - start
+            fetch_shard(t).result(timeout=300)
+            done = time.perf_counter() - start
+            print(f"op issue: {ops / issued:,.0f} ops/s issued, {ops / done:,.0f} ops/s issued and run on {N} procs")
+
+            lat = []
+            for _ in range(200):
+                s = time.perf_counter()
+                fetch_shard(t, gpu=1).result(timeout=60)
+                lat.append(time.perf_counter() - s)
+            print(f"small fetch_shard: median {statistics.median(lat) * 1e6:.0f} us")
+
+            big = torch.ones(64 * MiB // 4)
+            fetch_shard(big).result(timeout=120)
+            times = []
+            for _ in range(5):
+                s = time.perf_counter()
+                fetch_shard(big, gpu=2).result(timeout=120)
+                times.append(time.perf_counter() - s)
+            print(f"64 MiB fetch_shard: {64 * MiB / min(times) / 1e9:.2f} GB/s")
+
+            times = []
+            for _ in range(5):
+                s = time.perf_counter()
+                r = big.reduce("gpu", "sum")
+                fetch_shard(r.view(-1)[:1], gpu=0).result(timeout=300)
+                times.append(time.perf_counter() - s)
+        best = min(times)
+        alg = 64 * MiB / best / 1e9
+        bus = alg * 2 * (N - 1) / N
+        a = torch.ones(64 * MiB // 4)
+        b = torch.empty_like(a)
+        cp = []
+        for _ in range(10):
+            s = time.perf_counter()
+            b.copy_(a)
+            cp.append(time.perf_counter() - s)
+        mem = 64 * MiB / min(cp) / 1e9
+        print(
+            f"all-reduce 64 MiB fp32 over {N} procs: {best * 1e3:.1f} ms, algorithm {alg:.2f} GB/s, "
+            f"bus {bus:.2f} GB/s; memcpy {mem:.2f} GB/s (bus/memcpy {bus / mem:.2f})"
+        )
+    finally:
+        mesh.stop().get(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

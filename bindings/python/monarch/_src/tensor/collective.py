@@ -1,0 +1,150 @@
+"""Collectives between the workers of a tensor mesh, worker to worker (the
+controller is not on the path): each worker has a mailbox (a channel of its
+proc) whose port every other worker knows, and chunks travel as port
+messages (large ones on the runtime's data plane).
+
+Reduce is a reduce-scatter followed, unless scattering, by an all-gather:
+worker ``g`` of a group of ``n`` owns chunk ``g`` of the flattened tensor,
+receives that chunk from every other member, combines the contributions in
+group order (so every member computes bit-identical values) and sends the
+result chunk to every other member. Each worker sends and receives
+``2 (n - 1) / n`` of the tensor.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+# How long a worker waits for a peer's chunk before the reduce fails.
+PEER_TIMEOUT = 300.0
+
+REDUCTIONS = ("sum", "avg", "max", "min", "product")
+
+
+class Mailbox:
+    """Values received on this worker's channel, by tag. Several stream
+    threads may wait at once: one of them receives, the others wait for it."""
+
+    def __init__(self, receiver: Any) -> None:
+        self._rx = receiver
+        self._got: dict[Any, Any] = {}
+        self._cond = threading.Condition()
+        self._receiving = False
+        self._pending: Any = None
+
+    def take(self, tag: Any, timeout: float = PEER_TIMEOUT) -> Any:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if tag in self._got:
+                    return self._got.pop(tag)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no message {tag!r} from a peer worker after {timeout} s")
+                if self._receiving:
+                    self._cond.wait(left)
+                    continue
+                self._receiving = True
+                if self._pending is None:
+                    self._pending = self._rx.recv()
+                self._cond.release()
+                try:
+                    # Every arrival completes this receive, whichever
+                    # thread waits for it; one not completed in time is
+                    # waited on again later.
+                    got = self._pending.get(timeout=left)
+                    self._pending = None
+                except TimeoutError:
+                    got = None
+                finally:
+                    self._cond.acquire()
+                    self._receiving = False
+                if got is not None:
+                    self._got[got[0]] = got[1]
+                self._cond.notify_all()
+
+
+def greet(r: int, me: int, ports: list[Any], mailbox: Mailbox) -> None:
+    """Round ``r`` of connecting the workers pairwise, one connection per
+    pair: worker ``r`` sends a greeting to every higher rank, which answers
+    on the connection that greeting opened. The runtime keeps one
+    connection per pair of procs, but two procs that connect to each other
+    at the same moment can each keep the connection the other one closes,
+    and the chunks then sent on it are lost; rounds run one at a time
+    (``MeshController``), so no two workers ever connect at once."""
+    if me == r:
+        for peer in range(r + 1, len(ports)):
+            ports[peer].send((("greet", r), me))
+        for peer in range(r + 1, len(ports)):
+            mailbox.take(("greeted", peer))
+    elif me > r:
+        mailbox.take(("greet", r))
+        ports[r].send((("greeted", me), None))
+
+
+def _to_wire(t: torch.Tensor) -> tuple:
+    t = t.detach().contiguous()
+    return (str(t.dtype), tuple(t.shape), t.view(torch.uint8).reshape(-1).numpy())
+
+
+def _from_wire(w: tuple) -> torch.Tensor:
+    dtype_name, shape, raw = w
+    dtype = getattr(torch, dtype_name.split(".")[-1])
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    if buf.size == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.from_numpy(buf.copy()).view(dtype).reshape(shape)
+
+
+def _combine(acc: torch.Tensor, x: torch.Tensor, op: str) -> torch.Tensor:
+    if op in ("sum", "avg"):
+        return acc.add_(x)
+    if op == "max":
+        return torch.maximum(acc, x, out=acc)
+    if op == "min":
+        return torch.minimum(acc, x, out=acc)
+    return acc.mul_(x)
+
+
+def reduce(
+    t: torch.Tensor,
+    group: list[int],
+    me: int,
+    ports: list[Any],
+    mailbox: Mailbox,
+    seq: int,
+    op: str,
+    scatter: bool,
+) -> torch.Tensor:
+    """All-reduce (or reduce-scatter along dim 0 when ``scatter``) of ``t``
+    over the workers ``group`` (global ranks, in group order) of which this
+    one is ``me``; ``seq`` tags the messages of this collective."""
+    n = len(group)
+    g = group.index(me)
+    with torch.no_grad():
+        src = t.detach().contiguous()
+        if scatter:
+            if src.dim() == 0 or src.shape[0] % n:
+                raise ValueError(f"reduce(scatter=True) needs dim 0 ({tuple(src.shape)}) divisible by {n}")
+        chunks = list(src.reshape(-1).tensor_split(n))
+        for j, peer in enumerate(group):
+            if j != g:
+                ports[peer].send(((seq, 1, g), _to_wire(chunks[j])))
+        acc = None
+        for k in range(n):
+            part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k)))
+            acc = part.clone() if acc is None else _combine(acc, part, op)
+        if op == "avg":
+            acc = acc.div_(n) if acc.is_floating_point() else acc.div(n)
+        if scatter:
+            return acc.reshape((src.shape[0] // n,) + tuple(src.shape[1:]))
+        for j, peer in enumerate(group):
+            if j != g:
+                ports[peer].send(((seq, 2, g), _to_wire(acc)))
+        pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k))) for k in range(n)]
+        return torch.cat(pieces).reshape(src.shape)

@@ -1,0 +1,156 @@
+"""The controller side of one tensor mesh: the worker actors on a proc mesh,
+the ids of distributed tensors, and the commands sent to the workers.
+
+Commands are batched and broadcast to every worker (``TensorWorker.run``);
+a batch goes out when it is full or when the controller needs an answer
+(a fetch, a sync before an actor call, leaving ``mesh.activate()``). One
+sender, one receiver per proc and FIFO links keep every worker's commands
+in issue order; fetches and syncs are direct calls on the same links, so
+they arrive after the commands issued before them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any
+
+import cloudpickle
+import torch
+
+from ..._lib import SupervisionError
+from ..actor.future import Future
+from .worker import TensorWorker
+
+# Commands per batch before it is sent without waiting for a sync point.
+BATCH = 512
+
+_names = itertools.count()
+
+
+class MeshController:
+    """Tensor state of one proc mesh (``controller_for(mesh)``)."""
+
+    def __init__(self, procs: Any) -> None:
+        self.procs = procs
+        self.workers = procs.spawn(f"tensor_worker_{next(_names)}", TensorWorker)
+        ports = self.workers.mailbox_port.call().get()
+        self.workers.set_peers.call([p for _, p in ports.items()]).get()
+        # Worker-to-worker connections, one pair at a time (see collective.greet).
+        for r in range(len(ports)):
+            self.workers.greet.call(r).get()
+        self.extent: dict[str, int] = dict(procs.sizes)
+        self._ids = itertools.count(1)
+        self._seq = itertools.count(1)
+        self._fkeys: dict[Any, int] = {}
+        self._batch: list = []
+        self._deletes: list = []
+        self._streams: set = {"main"}
+        self._lock = threading.Lock()
+        self._slices: dict = {}
+        self._failure: SupervisionError | None = None
+
+    # ------------------------------------------------------------ ids
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+    def track(self, tensor: Any, id: int) -> None:
+        """Forget ``id`` on the workers once ``tensor`` is garbage."""
+        weakref.finalize(tensor, self._release, id)
+
+    def _release(self, id: int) -> None:
+        self._deletes.append(id)
+
+    # ------------------------------------------------------------ commands
+    def func_ref(self, fn: Any) -> tuple[int, bytes | None]:
+        """(key, pickled fn the first time, else None)."""
+        try:
+            key = self._fkeys.get(fn)
+        except TypeError:  # unhashable callable: sent every time
+            return (-1, cloudpickle.dumps(fn))
+        if key is not None:
+            return (key, None)
+        key = self._fkeys[fn] = len(self._fkeys)
+        return (key, cloudpickle.dumps(fn))
+
+    def issue(self, cmd: tuple) -> None:
+        self._streams.add(cmd[1])
+        with self._lock:
+            self._batch.append(cmd)
+            if len(self._batch) >= BATCH or len(self._deletes) >= BATCH:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._deletes:
+            ids, self._deletes = self._deletes, []
+            self._batch.append(("del", sorted(self._streams, key=str), ids))
+        if self._batch:
+            batch, self._batch = self._batch, []
+            # Local tensors in the batch pickle with torch calls, which
+            # must not be taken as distributed ops.
+            with torch._C.DisableTorchFunction():
+                try:
+                    self.workers.run.broadcast(batch)
+                except SupervisionError as e:
+                    # A lost proc: the next answer asked for raises it.
+                    self._failure = e
+
+    # ------------------------------------------------------------ answers
+    def worker_at(self, coords: dict[str, int]) -> Any:
+        """The worker mesh sliced to one proc; dims not given are 0."""
+        unknown = set(coords) - set(self.extent)
+        if unknown:
+            raise ValueError(
+                f"the mesh has no dimension {', '.join(sorted(unknown))} (it has {', '.join(self.extent)})"
+            )
+        full = {k: int(coords.get(k, 0)) for k in self.extent}
+        for k, v in full.items():
+            if not 0 <= v < self.extent[k]:
+                raise IndexError(f"{k}={v} is out of range for a mesh of size {self.extent[k]} in {k!r}")
+        key = tuple(full.values())
+        w = self._slices.get(key)
+        if w is None:
+            w = self._slices[key] = self.workers.slice(**full)
+        return w
+
+    def fetch(self, id: int, stream: Any, coords: dict[str, int]) -> Any:
+        w = self.worker_at(coords)
+        self.flush()
+        if self._failure is not None:
+            return Future._failed(self._failure)
+        return w.fetch.call_one(stream, id)
+
+    def sync(self, stream: Any, timeout: float | None = None) -> None:
+        """Wait until every worker ran what was issued on ``stream``."""
+        self.flush()
+        if self._failure is not None:
+            raise self._failure
+        self.workers.sync.call(stream).get(timeout=timeout)
+
+    def check_alive(self, timeout: float | None) -> None:
+        """Raise the SupervisionError of a lost proc of the mesh, if any: a
+        call on the actor threads of the workers (free while their streams
+        run ops) answers at once from live procs and fails for lost ones."""
+        self.workers.stats.call().get(timeout=timeout)
+
+    def call(self, stream: Any, fn: Any, args: tuple, kwargs: dict) -> Any:
+        self.flush()
+        with torch._C.DisableTorchFunction():
+            return self.workers.call_fn.call(stream, fn, args, kwargs)
+
+
+def controller_for(procs: Any) -> MeshController:
+    """The tensor controller of a proc mesh (made on first use)."""
+    ctl = getattr(procs, "_tensor_controller", None)
+    if ctl is None:
+        ctl = MeshController(procs)
+        procs._tensor_controller = ctl
+    return ctl

@@ -1,0 +1,374 @@
+"""Distributed tensors at the controller and the interception of torch calls.
+
+A ``DTensor`` is a ``torch.Tensor`` subclass with no data: its shape,
+strides, dtype and requires-grad flag describe the shard that every worker
+of its mesh holds under the same id. Under ``mesh.activate()`` a
+``TorchFunctionMode`` routes every torch call here (factories included);
+outside, ``DTensor.__torch_function__`` does for calls that involve one.
+
+Each call is first run on meta tensors of the same metadata, at the
+controller: a shape or dtype error is raised there, when the op is issued,
+and the result's metadata gives the result tensors. Then the call is
+issued to the workers (``MeshController.issue``) without waiting. A call
+whose result holds no tensor (``t.shape``, ``t.dim()``) is answered from
+the meta result and not sent; one that returns ``None`` (``t[0] = 1``,
+``p.grad = None``) is sent for its effect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from . import worker
+from .collective import REDUCTIONS
+from .controller import MeshController
+from .store import Local, Ref, local_shard
+from .stream import get_active_stream
+
+_local = threading.local()
+_META = torch.device("meta")
+_TensorBase = torch._C.TensorBase
+
+# Calls answered at the controller with the DTensor's own text.
+_REPR = {torch.Tensor.__repr__, torch.Tensor.__str__, torch.Tensor.__format__}
+# Calls that need a value at the controller.
+_VALUE = {
+    torch.Tensor.item,
+    torch.Tensor.tolist,
+    torch.Tensor.numpy,
+    torch.Tensor.__bool__,
+    torch.Tensor.__float__,
+    torch.Tensor.__int__,
+    torch.Tensor.__index__,
+}
+
+
+def _grad_of(t: torch.Tensor) -> torch.Tensor:
+    if t.grad is None:
+        raise RuntimeError("this tensor has no gradient on the worker (no backward reached it)")
+    return t.grad
+
+
+def _backward(t: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+    t.backward(*args, **kwargs)
+
+
+class DTensor(torch.Tensor):
+    """A tensor with one shard on every proc of its mesh."""
+
+    _ctl: MeshController
+    _id: int
+    _stream: Any
+    _rg: bool
+
+    @staticmethod
+    def __new__(cls, ctl: MeshController, id: int, desc: tuple, stream: Any) -> DTensor:
+        size, stride, dtype, rg = desc
+        t = torch.Tensor._make_wrapper_subclass(cls, size, strides=stride, dtype=dtype, device=_META)
+        t._ctl = ctl
+        t._id = id
+        t._stream = stream
+        t._rg = rg
+        ctl.track(t, id)
+        return t
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            return dispatch(func, args, kwargs or {}, None)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # Every call is taken at the torch-function level; reaching the
+        # dispatcher means something bypassed it.
+        raise RuntimeError(f"{func} reached a distributed tensor below __torch_function__")
+
+    def _meta(self) -> torch.Tensor:
+        with torch._C.DisableTorchFunction():
+            m = torch.empty_strided(self.size(), self.stride(), dtype=self.dtype, device="meta")
+        if self._rg:
+            m.requires_grad_(True)
+        return m
+
+    def __repr__(self, *args: Any, **kwargs: Any) -> str:
+        with torch._C.DisableTorchFunctionSubclass():
+            shape = tuple(self.shape)
+        return (
+            f"DTensor(id={self._id}, shape={shape}, dtype={self.dtype}, "
+            f"mesh={self._ctl.extent}, stream={self._stream!r})"
+        )
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        # Sent to an actor: once the workers made it, it arrives as the
+        # receiving proc's shard.
+        self._ctl.sync(self._stream)
+        return (local_shard, (self._id,))
+
+    # ------------------------------------------------------------ collectives
+    def reduce(self, dims, reduction: str = "sum", scatter: bool = False, mesh: Any = None, _inplace: bool = False):
+        """Reduce across the mesh dimensions ``dims`` (a name or names):
+        ``reduction`` is ``"sum"``, ``"avg"``, ``"max"``, ``"min"`` or
+        ``"product"``. Every proc gets the reduced value of its group (the
+        procs that differ only in ``dims``); with ``scatter=True`` each gets
+        its slice of dim 0 of it, in group order."""
+        return reduce(self, dims, reduction, scatter, _inplace)
+
+    def reduce_(self, dims, reduction: str = "sum", scatter: bool = False, mesh: Any = None):
+        """``reduce`` in place: this tensor holds the result."""
+        return reduce(self, dims, reduction, scatter, True)
+
+
+def _meta_of(x: Any, metas: dict) -> Any:
+    if isinstance(x, DTensor):
+        m = metas.get(x._id)
+        if m is None:
+            m = metas[x._id] = (x._meta(), x)
+        return m[0]
+    if isinstance(x, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            return x.to("meta")
+    return x
+
+
+def _ref_of(x: Any) -> Any:
+    if isinstance(x, DTensor):
+        return Ref(x._id)
+    if isinstance(x, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            return Local(pickle.dumps(x, protocol=4))
+    return x
+
+
+def controller_of(args: Any, kwargs: Any, default: MeshController | None) -> MeshController | None:
+    ctl = default
+    for x in tree_flatten((args, kwargs))[0]:
+        if isinstance(x, DTensor):
+            if ctl is None:
+                ctl = x._ctl
+            elif x._ctl is not ctl:
+                raise ValueError(
+                    "an op mixes distributed tensors of different meshes; move them with to_mesh() first"
+                )
+    return ctl
+
+
+def _desc(m: torch.Tensor) -> tuple:
+    return (tuple(m.shape), m.stride(), m.dtype, bool(m.requires_grad))
+
+
+def issue_call(ctl: MeshController, func: Any, args: Any, kwargs: Any, meta_result: Any, metas: dict) -> Any:
+    """Send ``func(*args, **kwargs)`` to the workers; the result's tensors
+    (as in ``meta_result``) become DTensors, except ones that are an
+    argument (an in-place op's result is its argument)."""
+    return _issue(ctl, func, args, kwargs, *plan(meta_result, metas))
+
+
+def plan(meta_result: Any, metas: dict) -> tuple:
+    """What a call returns, from its meta result: ``(spec, leaves)``, each
+    leaf ``("alias", i)`` (the i-th distributed tensor argument),
+    ``("new", desc)`` or ``("value", v)``."""
+    leaves, spec = tree_flatten(meta_result)
+    aliases = {id(m): i for i, (m, _) in enumerate(metas.values())}
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            i = aliases.get(id(leaf))
+            out.append(("new", _desc(leaf)) if i is None else ("alias", i, bool(leaf.requires_grad)))
+        else:
+            out.append(("value", leaf))
+    return spec, out
+
+
+def _issue(ctl: MeshController, func: Any, args: Any, kwargs: Any, spec: Any, leaves: list) -> Any:
+    stream = get_active_stream().name
+    dts = None
+    out_ids, new = [], []
+    for leaf in leaves:
+        kind = leaf[0]
+        if kind == "new":
+            i = ctl.new_id()
+            out_ids.append(i)
+            new.append(DTensor(ctl, i, leaf[1], stream))
+        elif kind == "alias":
+            if dts is None:
+                dts = _dtensors(args, kwargs)
+            dt = dts[leaf[1]]
+            dt._rg = leaf[2]
+            out_ids.append(None)
+            new.append(dt)
+        else:
+            out_ids.append(None)
+            new.append(leaf[1])
+    key, blob = ctl.func_ref(func)
+    ctl.issue(
+        (
+            "op",
+            stream,
+            key,
+            blob,
+            tree_map(_ref_of, args),
+            tree_map(_ref_of, kwargs),
+            out_ids,
+            torch.is_grad_enabled(),
+        )
+    )
+    return tree_unflatten(new, spec)
+
+
+def _dtensors(args: Any, kwargs: Any) -> list:
+    """The distributed tensor arguments, each once, in argument order."""
+    seen: dict = {}
+    for x in tree_flatten((args, kwargs))[0]:
+        if isinstance(x, DTensor) and x._id not in seen:
+            seen[x._id] = x
+    return list(seen.values())
+
+
+# Plans of calls by their signature (the function, the metadata of tensor
+# arguments, the other arguments, the grad mode): a call seen before skips
+# the meta computation.
+_PLANS: dict = {}
+_PLANS_MAX = 8192
+
+
+def _sig(x: Any) -> Any:
+    t = type(x)
+    if t is DTensor:
+        return (0, tuple(x.shape), x.stride(), x.dtype, x._rg)
+    if t is tuple or t is list:
+        return (t, tuple(_sig(v) for v in x))
+    if t is dict:
+        return (dict, tuple((k, _sig(v)) for k, v in x.items()))
+    if isinstance(x, (torch.Tensor, tuple, list, dict)):
+        raise TypeError  # local tensors and other containers: not cached
+    hash(x)
+    return (t, x)
+
+
+def _signature(func: Any, args: tuple, kwargs: dict) -> Any:
+    try:
+        return (func, _sig(args), _sig(kwargs), torch.is_grad_enabled())
+    except TypeError:
+        return None
+
+
+def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None) -> Any:
+    ctl = controller_of(args, kwargs, active)
+    if ctl is None:
+        return func(*args, **kwargs)
+    if func in _REPR:
+        return DTensor.__repr__(args[0])
+    if func in _VALUE:
+        raise RuntimeError(
+            f"{getattr(func, '__name__', func)} needs the value of a distributed tensor; "
+            "use monarch.fetch_shard(t).result() or monarch.inspect(t)"
+        )
+    metas: dict = {}
+    if getattr(func, "__self__", None) is _TensorBase.grad and func.__name__ == "__get__":
+        return issue_call(ctl, _grad_of, args, kwargs, _meta_of(args[0], metas).detach(), metas)
+    if func is torch.Tensor.backward:
+        return issue_call(ctl, _backward, args, kwargs, None, metas)
+    sig = _signature(func, args, kwargs)
+    if sig is not None:
+        hit = _PLANS.get(sig)
+        if hit is not None:
+            if hit[0] == "meta":
+                return hit[1]
+            return _issue(ctl, func, args, kwargs, hit[1], hit[2])
+    meta_args = tree_map(lambda x: _meta_of(x, metas), args)
+    meta_kwargs = tree_map(lambda x: _meta_of(x, metas), kwargs)
+    if not metas and not any(isinstance(x, torch.Tensor) for x in tree_flatten((args, kwargs))[0]):
+        # A factory (torch.rand(3, 4)) makes a distributed tensor; a call
+        # without tensors that takes no device (torch.set_grad_enabled) is
+        # controller state and runs here.
+        try:
+            result = func(*meta_args, **dict(meta_kwargs, device="meta"))
+        except TypeError as e:
+            if "device" not in str(e):
+                raise
+            return func(*args, **kwargs)
+    else:
+        result = func(*meta_args, **meta_kwargs)
+    if result is not None and not any(isinstance(x, torch.Tensor) for x in tree_flatten(result)[0]):
+        return result  # metadata (shape, dtype, dim, ...): nothing to run
+    spec, leaves = plan(result, metas)
+    if sig is not None and len(_PLANS) < _PLANS_MAX:
+        _PLANS[sig] = ("issue", spec, leaves)
+    return _issue(ctl, func, args, kwargs, spec, leaves)
+
+
+class _MeshMode(TorchFunctionMode):
+    def __init__(self, ctl: MeshController) -> None:
+        super().__init__()
+        self.ctl = ctl
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(_local, "no_mesh", 0):
+            return func(*args, **kwargs)
+        with torch._C.DisableTorchFunctionSubclass():
+            return dispatch(func, args, kwargs, self.ctl)
+
+
+@contextlib.contextmanager
+def activate(ctl: MeshController) -> Iterator[None]:
+    """Torch calls in the block run on the mesh of ``ctl``."""
+    with _MeshMode(ctl):
+        try:
+            yield
+        finally:
+            ctl.flush()
+
+
+@contextlib.contextmanager
+def no_mesh() -> Iterator[None]:
+    """Torch calls in the block run locally, even under ``mesh.activate()``."""
+    _local.no_mesh = getattr(_local, "no_mesh", 0) + 1
+    try:
+        yield
+    finally:
+        _local.no_mesh -= 1
+
+
+def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) -> DTensor:
+    ctl = t._ctl
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    for d in dims:
+        if d not in ctl.extent:
+            raise ValueError(f"reduce over {d!r}: the mesh has dimensions {', '.join(ctl.extent)}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, not {reduction!r}")
+    n = 1
+    for d in dims:
+        n *= ctl.extent[d]
+    meta = t._meta().detach()
+    if scatter:
+        if meta.dim() == 0 or meta.shape[0] % n:
+            raise ValueError(f"reduce(scatter=True) needs dim 0 of {tuple(meta.shape)} divisible by {n}")
+        meta = meta.new_empty((meta.shape[0] // n,) + tuple(meta.shape[1:]))
+        if inplace:
+            raise ValueError("reduce_(scatter=True) cannot be in place: the result is smaller")
+    stream = get_active_stream().name
+    out = t._id if inplace else ctl.new_id()
+    ctl.issue(("reduce", stream, t._id, out, dims, reduction, scatter, inplace, ctl.next_seq()))
+    if inplace:
+        return t
+    return DTensor(ctl, out, _desc(meta), stream)
+
+
+def rank(ctl: MeshController, dim: str) -> DTensor:
+    if dim not in ctl.extent:
+        raise ValueError(f"the mesh has no dimension {dim!r} (it has {', '.join(ctl.extent)})")
+    meta = torch.empty((), dtype=torch.int64, device="meta")
+    return issue_call(ctl, worker.rank_tensor, (dim,), {}, meta, {})
