@@ -1,6 +1,7 @@
 //! Connections between two real runtimes over TCP: threads that need the
-//! same new peer at once share one connection, and a spare connection
-//! ending is not taken for the loss of its peer.
+//! same new peer at once share one connection, a spare connection ending
+//! is not taken for the loss of its peer, and two procs connecting to each
+//! other at once lose nothing.
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -63,8 +64,7 @@ fn a_spare_connection_ending_is_not_the_loss_of_its_peer() {
         .next_event(Some(Duration::from_secs(10)))
         .expect("a gets the call");
     // Meanwhile a also connects to b, as when both sides connect at once:
-    // a keeps the connection it has, so this spare one is closed again,
-    // and b sees it end.
+    // a keeps sending on the connection it has and reads this spare one.
     let spare = a.inner.connect_now(b.addr()).expect("second connection");
     assert!(!spare.is_closed(), "a keeps a live connection to b");
     std::thread::sleep(Duration::from_millis(200));
@@ -81,4 +81,44 @@ fn a_spare_connection_ending_is_not_the_loss_of_its_peer() {
     assert!(b.is_connected(a.addr()));
     a.shutdown();
     b.shutdown();
+}
+
+#[test]
+fn procs_connecting_to_each_other_at_once_lose_nothing() {
+    // Each side may register the other's connection before its own: both
+    // connections must then stay open, whichever each side sends on.
+    for round in 0..20 {
+        let a = agent(SECRET);
+        let b = agent(SECRET);
+        a.serve_builtin(super::AGENT_ACTOR);
+        b.serve_builtin(super::AGENT_ACTOR);
+        let start = Arc::new(Barrier::new(2));
+        let connect = |from: &Runtime, to: &Runtime| {
+            let inner = from.inner.clone();
+            let to = to.addr().to_string();
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                inner.conn_to(&to).map(|_| ())
+            })
+        };
+        let (ab, ba) = (connect(&a, &b), connect(&b, &a));
+        ab.join().unwrap().expect("a connects to b");
+        ba.join().unwrap().expect("b connects to a");
+        for (from, to) in [(&a, &b), (&b, &a)] {
+            let fut = from.call_agent(to.addr(), "question", &[]).expect("call");
+            let mut ev = to
+                .next_event(Some(Duration::from_secs(10)))
+                .unwrap_or_else(|e| panic!("round {round}: the call never arrived: {e:?}"));
+            ev.reply(Ok(&[b"answer"])).expect("answer");
+            assert!(
+                fut.wait(Some(Duration::from_secs(10))),
+                "round {round}: the answer never came"
+            );
+            let vm = fut.take().expect("ready").expect("a value mesh");
+            assert_eq!(vm.values[0].parts(), [b"answer".to_vec()], "round {round}");
+        }
+        a.shutdown();
+        b.shutdown();
+    }
 }

@@ -1,5 +1,6 @@
-//! This proc's connections: one per peer proc (so delivery is FIFO per
-//! sender and receiver), and the procs whose connection was lost.
+//! This proc's connections: one per peer proc to send on (so delivery is
+//! FIFO per sender and receiver), spares that are only read, and the procs
+//! whose connection was lost.
 
 use parking_lot::Mutex;
 use std::collections::HashSet;
@@ -12,9 +13,12 @@ use crate::conn::Conn;
 #[derive(Default)]
 pub(super) struct Peers {
     conns: Mutex<HashMap<String, Arc<Conn>>>,
+    /// Connections to peers already reached by another one: when two procs
+    /// connect to each other at once, each may send on either connection,
+    /// so every one stays open and is read until its peer closes it.
+    spares: Mutex<Vec<Arc<Conn>>>,
     /// One lock per address being connected to, so threads that need the
-    /// same new peer at once make one connection, not one each (a spare
-    /// connection would be closed, and its peer would see that as a loss).
+    /// same new peer at once make one connection, not one each.
     connecting: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Procs whose connection was lost (multicast routes around them).
     lost: Mutex<HashSet<String>>,
@@ -32,15 +36,19 @@ impl Peers {
         self.conns.lock().contains_key(addr)
     }
 
-    /// Every connection (a peer known under two names appears twice).
+    /// Every connection to read (a peer known under two names appears
+    /// twice), spares included.
     #[inline]
     pub(super) fn list(&self) -> Vec<Arc<Conn>> {
-        self.conns.lock().values().cloned().collect()
+        let mut all: Vec<Arc<Conn>> = self.conns.lock().values().cloned().collect();
+        all.extend(self.spares.lock().iter().cloned());
+        all
     }
 
-    /// Register `conn` under `name` unless a connection is known under it;
-    /// with `identity` (the name the peer proved, when it differs), under
-    /// that name too. Returns the connection registered under `name`.
+    /// Register `conn` under `name` unless a connection is known under it
+    /// (then `conn` is kept as a spare: the peer may send on it); with
+    /// `identity` (the name the peer proved, when it differs), under that
+    /// name too. Returns the connection registered under `name`.
     pub(super) fn register(
         &self,
         name: &str,
@@ -55,20 +63,39 @@ impl Peers {
         if let Some(id) = identity {
             conns.entry(id).or_insert_with(|| c.clone());
         }
+        if !Arc::ptr_eq(&c, conn) {
+            self.spares.lock().push(conn.clone());
+        }
         c
     }
 
     /// Forget `conn` under every name; returns whether its peer is still
-    /// reached by another connection.
+    /// reached by another connection (sent on, or a spare).
     pub(super) fn forget(&self, conn: &Arc<Conn>) -> bool {
         let mut conns = self.conns.lock();
         conns.retain(|_, c| !Arc::ptr_eq(c, conn));
-        conns.contains_key(&conn.peer)
+        let mut spares = self.spares.lock();
+        spares.retain(|c| !Arc::ptr_eq(c, conn));
+        let spare = spares.iter().position(|c| c.peer == conn.peer);
+        if !conns.contains_key(&conn.peer) {
+            // The peer's last sending connection ended: a spare to it, if
+            // any, carries what this proc sends from now on.
+            match spare {
+                Some(i) => {
+                    let c = spares.swap_remove(i);
+                    conns.insert(conn.peer.clone(), c);
+                }
+                None => return false,
+            }
+        }
+        true
     }
 
-    /// Remove and return every connection.
+    /// Remove and return every connection, spares included.
     pub(super) fn drain(&self) -> Vec<Arc<Conn>> {
-        self.conns.lock().drain().map(|(_, c)| c).collect()
+        let mut all: Vec<Arc<Conn>> = self.conns.lock().drain().map(|(_, c)| c).collect();
+        all.append(&mut self.spares.lock());
+        all
     }
 
     /// Run `f` while no other thread runs it for the same `addr`.
