@@ -396,13 +396,19 @@ class Worker:
         text = format_exc(exc)
         if what:
             text = f"{what}\n{text}"
+        self._answer_exception(ev, _event_reply_error, exc, text)
+
+    @staticmethod
+    def _answer_exception(ev, answer, exc: BaseException, text: str) -> None:
+        """Answer ``ev`` through ``answer`` (the C function) with ``text`` and
+        ``exc`` pickled (None when it cannot be)."""
         try:
             parts = dumps(exc)
         except Exception:  # noqa: BLE001 - unpicklable exception
             parts = dumps(None)
         arr, keep = to_c_parts(parts)
         msg = text.encode("utf-8", "replace").replace(b"\0", b"")
-        replied(_event_reply_error(ev, msg, arr, len(parts)))
+        replied(answer(ev, msg, arr, len(parts)))
         del keep
 
     def _fail(self, ev, hosted: Hosted | None, exc: BaseException | None = None, what: str = "") -> None:
@@ -415,14 +421,7 @@ class Worker:
             replied(_event_fail(ev, b"", _EMPTY_PARTS, 0))
             return
         text = f"{what} {type(exc).__name__}: {exc}\n{format_exc(exc)}"
-        try:
-            parts = dumps(exc)
-        except Exception:  # noqa: BLE001 - unpicklable exception
-            parts = dumps(None)
-        arr, keep = to_c_parts(parts)
-        msg = text.encode("utf-8", "replace").replace(b"\0", b"")
-        replied(_event_fail(ev, msg, arr, len(parts)))
-        del keep
+        self._answer_exception(ev, _event_fail, exc, text)
 
     def _wants_reply(self, ev) -> bool:
         st = _event_wants_reply(ev, self._bool)
