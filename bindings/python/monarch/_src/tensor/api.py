@@ -59,14 +59,8 @@ class LocalFuture:
     def done(self) -> bool:
         return self._fut.done()
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        try:
-            self.get(timeout)
-        except TimeoutError:
-            raise
-        except BaseException as e:  # noqa: BLE001
-            return e
-        return None
+    # Future's own, over this class's get.
+    exception = Future.exception
 
     def __await__(self):
         with torch._C.DisableTorchFunction():
