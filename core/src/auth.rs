@@ -319,8 +319,14 @@ pub fn connect_handshake<S: Read + Write>(
     let mut status = [0u8; 1];
     match s.read_exact(&mut status) {
         Ok(()) => {}
-        // The acceptor hangs up on a wrong proof (it may not wait to say so).
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(AuthError::Refused),
+        // Acceptors answer a wrong proof with REFUSED, so a hang-up here is
+        // a lost connection (the acceptor stopped), not a refusal.
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(AuthError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the connection before answering our proof",
+            )))
+        }
         Err(e) => return Err(e.into()),
     }
     if status[0] != ACCEPTED {
@@ -392,8 +398,9 @@ enum AcceptorState {
 /// may be empty) makes our SPAKE2 message, so that work overlaps the
 /// connector's; the call after a [`Step::Reply`] finishes the key exchange,
 /// so call it once the reply is sent. An error ends the handshake: close
-/// the connection (a connector whose proof failed takes that for a
-/// refusal; [`accept_handshake`] also sends `REFUSED`).
+/// the connection; on [`AuthError::BadMac`] send `REFUSED` first, as
+/// [`accept_handshake`] does (a connector takes a bare hang-up for a lost
+/// connection, not a refusal).
 pub struct Acceptor {
     state: AcceptorState,
 }

@@ -129,16 +129,39 @@ fn an_acceptor_fed_one_byte_at_a_time_authenticates() {
 }
 
 #[test]
-fn an_acceptor_that_drops_a_wrong_proof_is_a_refusal() {
-    // A scheduler closes the connection on an error without sending
-    // REFUSED: the connector reports a refusal all the same.
+fn a_hang_up_after_our_proof_is_a_lost_connection_not_a_refusal() {
+    // An acceptor that dies after reading the proof: the connector must
+    // not report a different job secret (which would send the user after
+    // the wrong cause); it reports a lost connection.
     let (mut a, mut c) = UnixStream::pair().unwrap();
-    let t = std::thread::spawn(move || connect_handshake(&mut c, b"guess", "tcp:1.2.3.4:5"));
-    let ra = drive(&mut a, b"k", 4096);
+    let t = std::thread::spawn(move || connect_handshake(&mut c, b"k", "tcp:1.2.3.4:5"));
+    let mut acc = Acceptor::new();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match acc.advance(b"k", "unix:/acceptor", &got).unwrap() {
+            Step::Need(_) => {
+                let n = a.read(&mut buf).unwrap();
+                assert!(n > 0);
+                got.extend_from_slice(&buf[..n]);
+            }
+            Step::Reply { consumed, reply } => {
+                assert_eq!(consumed, got.len());
+                a.write_all(&reply).unwrap();
+                // The proof arrives; the acceptor dies before answering.
+                let mut proof = [0u8; TAG];
+                a.read_exact(&mut proof).unwrap();
+                break;
+            }
+            other => panic!("unexpected step {other:?}"),
+        }
+    }
     drop(a);
-    assert!(matches!(ra, Err(AuthError::BadMac)), "{ra:?}");
     let rc = t.join().unwrap();
-    assert!(matches!(rc, Err(AuthError::Refused)), "{rc:?}");
+    match rc {
+        Err(AuthError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof),
+        other => panic!("expected a lost connection, got {other:?}"),
+    }
 }
 
 #[test]
