@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
 from ..actor.future import Future
 from . import dtensor
 from .controller import controller_for
-from .dtensor import DTensor, _meta_of, _ref_of, controller_of, issue_call
+from .dtensor import DTensor, _meta_of, controller_of, issue_call, to_wire
 from .stream import get_active_stream
+from .tree import tree_flatten, tree_map
 
 # Seconds a fetch waits before it checks that every proc of the mesh lives.
 LIVENESS_EVERY = 1.0
@@ -150,9 +150,7 @@ class Remote:
         if ctl is None:
             raise ValueError(f"{self.__name__}.call() needs an active mesh or a distributed tensor argument")
         fn, pre = self._target()
-        return LocalFuture(
-            ctl.call(get_active_stream().name, fn, pre + tree_map(_ref_of, args), tree_map(_ref_of, kwargs))
-        )
+        return LocalFuture(ctl.call(get_active_stream().name, fn, pre + to_wire(args), to_wire(kwargs)))
 
     def __repr__(self) -> str:
         return f"<remote {self.__name__}>"

@@ -29,6 +29,19 @@ BATCH = 512
 _names = itertools.count()
 
 
+class _IdRef(weakref.ref):
+    """A weak reference to a distributed tensor that knows the tensor's id."""
+
+    __slots__ = ("id",)
+
+    def __new__(cls, obj: Any, callback: Any, id: int) -> _IdRef:
+        return super().__new__(cls, obj, callback)
+
+    def __init__(self, obj: Any, callback: Any, id: int) -> None:
+        super().__init__(obj, callback)
+        self.id = id
+
+
 class MeshController:
     """Tensor state of one proc mesh (``controller_for(mesh)``)."""
 
@@ -50,6 +63,7 @@ class MeshController:
         self._lock = threading.Lock()
         self._slices: dict = {}
         self._failure: SupervisionError | None = None
+        self._live: dict[int, _IdRef] = {}
 
     # ------------------------------------------------------------ ids
     def new_id(self) -> int:
@@ -60,10 +74,11 @@ class MeshController:
 
     def track(self, tensor: Any, id: int) -> None:
         """Forget ``id`` on the workers once ``tensor`` is garbage."""
-        weakref.finalize(tensor, self._release, id)
+        self._live[id] = _IdRef(tensor, self._release, id)
 
-    def _release(self, id: int) -> None:
-        self._deletes.append(id)
+    def _release(self, ref: _IdRef) -> None:
+        self._live.pop(ref.id, None)
+        self._deletes.append(ref.id)
 
     # ------------------------------------------------------------ commands
     def func_ref(self, fn: Any) -> tuple[int, bytes | None]:

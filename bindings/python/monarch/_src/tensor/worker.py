@@ -30,7 +30,6 @@ import traceback
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
 from ..actor.actor_mesh import Actor
 from ..actor.context import current_rank
@@ -38,6 +37,7 @@ from ..actor.endpoint import endpoint
 from ..actor.port import Channel
 from . import collective
 from .store import STORE, Failed, Local, Ref
+from .tree import tree_flatten, tree_map
 
 _current: TensorWorker | None = None
 
@@ -73,14 +73,16 @@ class _Stream:
         self.thread.start()
 
     def _loop(self) -> None:
+        execute = self.worker.execute
         while True:
-            cmd = self.q.get()
-            if cmd is None:
+            cmds = self.q.get()
+            if cmds is None:
                 return
-            try:
-                self.worker.execute(cmd)
-            except BaseException:  # noqa: BLE001 - a stream thread never dies
-                traceback.print_exc()
+            for cmd in cmds:
+                try:
+                    execute(cmd)
+                except BaseException:  # noqa: BLE001 - a stream thread never dies
+                    traceback.print_exc()
 
 
 class TensorWorker(Actor):
@@ -115,24 +117,28 @@ class TensorWorker(Actor):
 
     @endpoint
     def run(self, cmds):
+        # Each stream's thread gets its commands of the batch as one item.
+        per_stream: dict = {}
         for cmd in cmds:
             if cmd[0] == "del":
                 for s in cmd[1]:
-                    self._stream(s).q.put(cmd)
+                    per_stream.setdefault(s, []).append(cmd)
             else:
-                self._stream(cmd[1]).q.put(cmd)
+                per_stream.setdefault(cmd[1], []).append(cmd)
+        for s, part in per_stream.items():
+            self._stream(s).q.put(part)
 
     @endpoint(explicit_response_port=True)
     def fetch(self, port, stream, id):
-        self._stream(stream).q.put(("fetch", stream, port, id))
+        self._stream(stream).q.put([("fetch", stream, port, id)])
 
     @endpoint(explicit_response_port=True)
     def sync(self, port, stream):
-        self._stream(stream).q.put(("sync", stream, port))
+        self._stream(stream).q.put([("sync", stream, port)])
 
     @endpoint(explicit_response_port=True)
     def call_fn(self, port, stream, fn, args, kwargs):
-        self._stream(stream).q.put(("call", stream, port, fn, args, kwargs))
+        self._stream(stream).q.put([("call", stream, port, fn, args, kwargs)])
 
     @endpoint
     def stats(self):
@@ -192,8 +198,11 @@ class TensorWorker(Actor):
                     self.funcs[key] = fn
             args = tree_map(_resolve, args)
             kwargs = tree_map(_resolve, kwargs)
-            with torch.set_grad_enabled(grad):
+            if torch.is_grad_enabled() == grad:
                 result = fn(*args, **kwargs)
+            else:
+                with torch.set_grad_enabled(grad):
+                    result = fn(*args, **kwargs)
         except _Propagate as p:
             self._fail(out_ids, p.failed)
             return
