@@ -16,6 +16,7 @@ from .controller import controller_for
 from .dtensor import DTensor, _meta_of, controller_of, issue_call, to_wire
 from .stream import get_active_stream
 from .tree import tree_flatten, tree_map
+from .wire import LANDING_MIN, Landing
 
 # Seconds a fetch waits before it checks that every proc of the mesh lives.
 LIVENESS_EVERY = 1.0
@@ -42,17 +43,20 @@ class LocalFuture:
 
     def get(self, timeout: float | None = None) -> Any:
         with torch._C.DisableTorchFunction():
-            if self._ctl is None:
-                return self._fut.get(timeout)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    return self._fut.get(LIVENESS_EVERY if left is None else min(LIVENESS_EVERY, left))
-                except TimeoutError:
-                    if left is not None and left <= LIVENESS_EVERY:
-                        raise
-                self._ctl.check_alive(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            return self._get(timeout)
+
+    def _get(self, timeout: float | None) -> Any:
+        if self._ctl is None:
+            return self._fut.get(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return self._fut.get(LIVENESS_EVERY if left is None else min(LIVENESS_EVERY, left))
+            except TimeoutError:
+                if left is not None and left <= LIVENESS_EVERY:
+                    raise
+            self._ctl.check_alive(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     result = get
 
@@ -67,6 +71,39 @@ class LocalFuture:
             return (yield from self._fut.__await__())
 
 
+class ShardFuture(LocalFuture):
+    """The Future of ``fetch_shard``: the worker's answer is the shard, or
+    word that it wrote the shard into ``landing``."""
+
+    __slots__ = ("_landing", "_value")
+
+    def __init__(self, fut: Future, ctl: Any, landing: Landing | None) -> None:
+        super().__init__(fut, ctl)
+        self._landing = landing
+        self._value: Any = None
+
+    def _get(self, timeout: float | None) -> Any:
+        if self._value is not None:
+            return self._value[0]
+        try:
+            landed, value = super()._get(timeout)
+            if landed:
+                value = self._landing.tensor()
+        except TimeoutError:
+            raise  # may be waited on again
+        except BaseException:
+            self._close()
+            raise
+        self._close()
+        self._value = (value,)
+        return value
+
+    def _close(self) -> None:
+        if self._landing is not None:
+            self._landing.close()
+            self._landing = None
+
+
 def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> LocalFuture:
     """A Future of the shard of ``t`` on the proc at ``coordinates`` (dims
     not given are 0), as a ``torch.Tensor`` at the controller. Ops on the
@@ -74,7 +111,19 @@ def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> LocalFutu
     is raised by ``.result()``/``.get()`` with the worker's traceback."""
     if not isinstance(t, DTensor):
         return LocalFuture(Future._ready(t))
-    return LocalFuture(t._ctl.fetch(t._id, t._stream, _coords(coordinates, kw)), t._ctl)
+    ctl = t._ctl
+    coords = _coords(coordinates, kw)
+    landing = None
+    with torch._C.DisableTorchFunctionSubclass():
+        shape, dtype = tuple(t.shape), t.dtype
+    nbytes = dtype.itemsize
+    for n in shape:
+        nbytes *= n
+    if nbytes >= LANDING_MIN:
+        ctl.worker_at(coords)  # a bad coordinate raises before memory is set aside
+        landing = Landing(dtype, shape, nbytes, t._rg)
+    fut = ctl.fetch(t._id, t._stream, coords, None if landing is None else landing.request())
+    return ShardFuture(fut, ctl, landing)
 
 
 def inspect(t: Any, coordinates: dict | None = None, **kw: int) -> Any:

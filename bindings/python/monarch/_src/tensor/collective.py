@@ -20,8 +20,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..rdma.rdma import RDMABuffer
+from .memory import POOL
+
 # How long a worker waits for a peer's chunk before the reduce fails.
 PEER_TIMEOUT = 300.0
+
+# Tensors of at least this many bytes are reduced with one-sided reads on
+# the data plane; smaller ones in messages.
+DATA_PLANE_MIN = 1 << 20
 
 REDUCTIONS = ("sum", "avg", "max", "min", "product")
 
@@ -111,6 +118,17 @@ def _combine(acc: torch.Tensor, x: torch.Tensor, op: str) -> torch.Tensor:
     return acc.mul_(x)
 
 
+def _combine_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, op: str) -> None:
+    if op in ("sum", "avg"):
+        torch.add(a, b, out=out)
+    elif op == "max":
+        torch.maximum(a, b, out=out)
+    elif op == "min":
+        torch.minimum(a, b, out=out)
+    else:
+        torch.mul(a, b, out=out)
+
+
 def reduce(
     t: torch.Tensor,
     group: list[int],
@@ -125,26 +143,134 @@ def reduce(
     over the workers ``group`` (global ranks, in group order) of which this
     one is ``me``; ``seq`` tags the messages of this collective."""
     n = len(group)
-    g = group.index(me)
     with torch.no_grad():
         src = t.detach().contiguous()
         if scatter:
             if src.dim() == 0 or src.shape[0] % n:
                 raise ValueError(f"reduce(scatter=True) needs dim 0 ({tuple(src.shape)}) divisible by {n}")
-        chunks = list(src.reshape(-1).tensor_split(n))
-        for j, peer in enumerate(group):
-            if j != g:
-                ports[peer].send(((seq, 1, g), _to_wire(chunks[j])))
-        acc = None
-        for k in range(n):
-            part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k)))
-            acc = part.clone() if acc is None else _combine(acc, part, op)
+        out_shape = (src.shape[0] // n,) + tuple(src.shape[1:]) if scatter else tuple(src.shape)
+        if n == 1:
+            acc = src.clone()
+        elif src.numel() * src.element_size() >= DATA_PLANE_MIN:
+            acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter)
+        else:
+            acc = _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter)
         if op == "avg":
-            acc = acc.div_(n) if acc.is_floating_point() else acc.div(n)
-        if scatter:
-            return acc.reshape((src.shape[0] // n,) + tuple(src.shape[1:]))
-        for j, peer in enumerate(group):
-            if j != g:
-                ports[peer].send(((seq, 2, g), _to_wire(acc)))
-        pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k))) for k in range(n)]
-        return torch.cat(pieces).reshape(src.shape)
+            acc = _divide(acc, n)
+        return acc.reshape(out_shape)
+
+
+def _divide(acc: torch.Tensor, n: int) -> torch.Tensor:
+    if acc.is_floating_point() or acc.is_complex():
+        return acc.div_(n)
+    return torch.div(acc, n, rounding_mode="trunc")  # integers stay integers
+
+
+def _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter) -> torch.Tensor:
+    """Small tensors: chunks travel in port messages. Worker ``g`` owns
+    chunk ``g``: it receives that chunk from every member, combines them
+    in group order and (unless scattering) sends the result to every
+    member."""
+    n = len(group)
+    g = group.index(me)
+    chunks = list(src.reshape(-1).tensor_split(n))
+    for j, peer in enumerate(group):
+        if j != g:
+            ports[peer].send(((seq, 1, g), _to_wire(chunks[j])))
+    acc = None
+    for k in range(n):
+        part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k)))
+        acc = part.clone() if acc is None else _combine(acc, part, op)
+    if scatter:
+        return acc
+    for j, peer in enumerate(group):
+        if j != g:
+            ports[peer].send(((seq, 2, g), _to_wire(acc)))
+    pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k))) for k in range(n)]
+    return torch.cat(pieces)
+
+
+def _bounds(numel: int, n: int) -> list[int]:
+    """Element offsets of the ``n`` chunks of ``tensor_split``, and the end."""
+    q, r = divmod(numel, n)
+    out = [0]
+    for k in range(n):
+        out.append(out[-1] + q + (1 if k < r else 0))
+    return out
+
+
+def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter) -> torch.Tensor:
+    """Large tensors: every member registers its tensor and its result
+    for one-sided reads. Worker ``g`` reads chunk ``g`` of every other
+    member's tensor (all reads started at once, into reused scratch
+    memory), combines the contributions in group order into chunk ``g`` of
+    its result (so every member computes bit-identical values), then reads
+    every other chunk of the result from the member that computed it.
+    Each worker copies ``2 (n - 1) / n`` of the tensor. A last exchange
+    makes sure no member still reads this one's memory when it returns."""
+    n = len(group)
+    g = group.index(me)
+    flat = src.reshape(-1)
+    esize = flat.element_size()
+    bounds = _bounds(flat.numel(), n)
+    lo, hi = bounds[g], bounds[g + 1]
+    mine = hi - lo
+    if scatter:
+        out = POOL.empty(flat.dtype, (mine,))
+        acc = out
+    else:
+        out = POOL.empty(flat.dtype, (flat.numel(),))
+        acc = out[lo:hi]
+    src_buf = RDMABuffer(memoryview(_bytes(flat)).toreadonly())
+    out_buf = None if scatter else RDMABuffer(memoryview(_bytes(out)).toreadonly())
+    peers = [(k, peer) for k, peer in enumerate(group) if k != g]
+    try:
+        for _k, peer in peers:
+            ports[peer].send(((seq, "buffers", g), (src_buf, out_buf)))
+        theirs = {k: mailbox.take((seq, "buffers", k)) for k, _ in peers}
+        # Reduce-scatter: chunk g of every member, read in parallel.
+        scratch = {}
+        reads = {}
+        if mine:
+            for k, _ in peers:
+                scratch[k] = POOL.empty(flat.dtype, (mine,))
+                reads[k] = theirs[k][0].read_part(_bytes(scratch[k]), lo * esize, timeout=PEER_TIMEOUT)
+            first = None
+            for k in range(n):
+                if k == g:
+                    part = flat[lo:hi]
+                else:
+                    reads.pop(k).get()
+                    part = scratch[k]
+                if k == 0:
+                    first = part
+                elif k == 1:
+                    _combine_into(acc, first, part, op)
+                else:
+                    _combine(acc, part, op)
+        if not scatter:
+            for _k, peer in peers:
+                ports[peer].send(((seq, "ready", g), None))
+            # All-gather: chunk k of the result from member k, as it is ready.
+            gathers = []
+            for k, _ in peers:
+                mailbox.take((seq, "ready", k))
+                a, b = bounds[k], bounds[k + 1]
+                if b > a:
+                    gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
+            for f in gathers:
+                f.get()
+        for _k, peer in peers:
+            ports[peer].send(((seq, "done", g), None))
+        for k, _ in peers:
+            mailbox.take((seq, "done", k))
+    finally:
+        src_buf.drop()
+        if out_buf is not None:
+            out_buf.drop()
+    return out
+
+
+def _bytes(t: torch.Tensor) -> Any:
+    """The bytes of a contiguous tensor, as a numpy array over them."""
+    return t.view(torch.uint8).numpy() if t.dim() == 1 else t.reshape(-1).view(torch.uint8).numpy()

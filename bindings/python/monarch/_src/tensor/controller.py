@@ -136,12 +136,15 @@ class MeshController:
             w = self._slices[key] = self.workers.slice(**full)
         return w
 
-    def fetch(self, id: int, stream: Any, coords: dict[str, int]) -> Any:
+    def fetch(self, id: int, stream: Any, coords: dict[str, int], landing: Any = None) -> Any:
+        """A Future of the worker's answer (``TensorWorker.fetch``); with
+        ``landing`` (``wire.Landing.request()``) the worker writes a
+        tensor of that dtype and shape there instead of sending it."""
         w = self.worker_at(coords)
         self.flush()
         if self._failure is not None:
             return Future._failed(self._failure)
-        return w.fetch.call_one(stream, id)
+        return w.fetch.call_one(stream, id, landing)
 
     def sync(self, stream: Any, timeout: float | None = None) -> None:
         """Wait until every worker ran what was issued on ``stream``."""

@@ -35,7 +35,7 @@ from ..actor.actor_mesh import Actor
 from ..actor.context import current_rank
 from ..actor.endpoint import endpoint
 from ..actor.port import Channel
-from . import collective
+from . import collective, wire
 from .store import STORE, Failed, Local, Ref
 from .tree import tree_flatten, tree_map
 
@@ -69,6 +69,10 @@ class _Stream:
     def __init__(self, worker: TensorWorker, name: Any) -> None:
         self.worker = worker
         self.q: queue.SimpleQueue = queue.SimpleQueue()
+        # Items put and not finished yet (put by the actor thread, finished
+        # by the stream's thread).
+        self.pending = 0
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._loop, name=f"tensor-stream-{name}", daemon=True)
         self.thread.start()
 
@@ -83,6 +87,17 @@ class _Stream:
                     execute(cmd)
                 except BaseException:  # noqa: BLE001 - a stream thread never dies
                     traceback.print_exc()
+            with self.lock:
+                self.pending -= 1
+
+    def put(self, cmds: list) -> None:
+        with self.lock:
+            self.pending += 1
+        self.q.put(cmds)
+
+    def idle(self) -> bool:
+        """Every item put has run."""
+        return self.pending == 0
 
 
 class TensorWorker(Actor):
@@ -126,19 +141,25 @@ class TensorWorker(Actor):
             else:
                 per_stream.setdefault(cmd[1], []).append(cmd)
         for s, part in per_stream.items():
-            self._stream(s).q.put(part)
+            self._stream(s).put(part)
 
     @endpoint(explicit_response_port=True)
-    def fetch(self, port, stream, id):
-        self._stream(stream).q.put([("fetch", stream, port, id)])
+    def fetch(self, port, stream, id, landing):
+        s = self._stream(stream)
+        if landing is None and s.idle() and STORE.has(id):
+            # Everything issued before this fetch has run: answer here,
+            # without a hand-over to the stream's thread.
+            self._reply(port, lambda: self._fetched(id, None))
+        else:
+            s.put([("fetch", stream, port, id, landing)])
 
     @endpoint(explicit_response_port=True)
     def sync(self, port, stream):
-        self._stream(stream).q.put([("sync", stream, port)])
+        self._stream(stream).put([("sync", stream, port)])
 
     @endpoint(explicit_response_port=True)
     def call_fn(self, port, stream, fn, args, kwargs):
-        self._stream(stream).q.put([("call", stream, port, fn, args, kwargs)])
+        self._stream(stream).put([("call", stream, port, fn, args, kwargs)])
 
     @endpoint
     def stats(self):
@@ -164,12 +185,12 @@ class TensorWorker(Actor):
         elif kind == "del":
             self._delete(cmd[1], cmd[2])
         elif kind == "fetch":
-            self._reply(cmd[2], lambda: STORE.get(cmd[3]))
+            self._reply(cmd[2], lambda: self._fetched(cmd[3], cmd[4]))
         elif kind == "sync":
             cmd[2].send(None)
         elif kind == "call":
             port, fn, args, kwargs = cmd[2:]
-            self._reply(port, lambda: fn(*tree_map(_resolve, args), **tree_map(_resolve, kwargs)))
+            self._reply(port, lambda: wire.wrap(fn(*tree_map(_resolve, args), **tree_map(_resolve, kwargs))))
 
     def _reply(self, port: Any, produce: Any) -> None:
         try:
@@ -183,6 +204,16 @@ class TensorWorker(Actor):
             port.exception(e)
             return
         port.send(value)
+
+    def _fetched(self, id: int, landing: Any) -> Any:
+        """A fetch's answer: ``(True, None)`` when the value was written
+        into the controller's landing, else ``(False, value)``."""
+        value = STORE.get(id)
+        if isinstance(value, Failed):
+            return value
+        if landing is not None and wire.land(value, landing):
+            return (True, None)
+        return (False, wire.wrap(value))
 
     def _fail(self, out_ids, failed: Failed) -> None:
         for i in out_ids:
