@@ -26,7 +26,8 @@ def _byte_view(data, what: str) -> memoryview:
         mv = memoryview(data)
     except TypeError:
         raise TypeError(
-            f"{what}: needs a memoryview, a numpy array or a CPU torch tensor, not {type(data).__name__}"
+            f"{what}: needs a memoryview, a numpy array or a CPU torch tensor, "
+            f"not {type(data).__name__}"
         ) from None
     if not mv.c_contiguous:
         raise ValueError(f"{what}: the memory must be contiguous")
@@ -150,7 +151,8 @@ class RDMABuffer:
             n = mv.nbytes
             if offset < 0 or offset + n > self._size:
                 raise ValueError(
-                    f"write_from(): {n} bytes at offset {offset} do not fit the RDMA buffer of {self._size} bytes"
+                    f"write_from(): {n} bytes at offset {offset} do not fit the "
+                    f"RDMA buffer of {self._size} bytes"
                 )
             ptr = ffi.from_buffer("uint8_t[]", mv, require_writable=False)
             fn = lib.monarch_rdma_write_from
@@ -162,7 +164,8 @@ class RDMABuffer:
             n = self._size - offset
             if mv.nbytes < n:
                 raise ValueError(
-                    f"read_into(): the destination has {mv.nbytes} bytes, smaller than the {n} bytes of the RDMA buffer"
+                    f"read_into(): the destination has {mv.nbytes} bytes, smaller than "
+                    f"the {n} bytes of the RDMA buffer"
                 )
             ptr = ffi.from_buffer("uint8_t[]", mv, require_writable=True)
             fn = lib.monarch_rdma_read_into
