@@ -16,7 +16,7 @@ from .controller import controller_for
 from .dtensor import DTensor, _meta_of, controller_of, issue_call, to_wire
 from .stream import get_active_stream
 from .tree import tree_flatten, tree_map
-from .wire import LANDING_MIN, Landing
+from .wire import LANDING_MIN, Landing, opened
 
 # Seconds a fetch waits before it checks that every proc of the mesh lives.
 LIVENESS_EVERY = 1.0
@@ -86,7 +86,7 @@ class ShardFuture(LocalFuture):
         if self._value is not None:
             return self._value[0]
         try:
-            landed, value = super()._get(timeout)
+            landed, value = opened(super()._get(timeout))
             if landed:
                 value = self._landing.tensor()
         except TimeoutError:
@@ -114,7 +114,7 @@ def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> LocalFutu
     ctl = t._ctl
     coords = _coords(coordinates, kw)
     landing = None
-    with torch._C.DisableTorchFunctionSubclass():
+    with torch._C.DisableTorchFunction():
         shape, dtype = tuple(t.shape), t.dtype
     nbytes = dtype.itemsize
     for n in shape:

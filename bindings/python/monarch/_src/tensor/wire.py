@@ -15,6 +15,7 @@ once and rebuilds small tensors slowly.
 from __future__ import annotations
 
 import mmap
+import pickle
 from typing import Any
 
 import torch
@@ -79,6 +80,21 @@ def wrap(value: Any) -> Any:
     if t is dict:
         return {k: wrap(v) for k, v in value.items()}
     return value
+
+
+def answer(value: Any) -> Any:
+    """``value`` pickled with the standard pickler, as ``bytes``: the
+    runtime sends bytes as they are, without its cloudpickle pass (tens of
+    microseconds). Values the standard pickler refuses are returned as
+    they are. ``opened`` undoes it at the receiver."""
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception:  # noqa: BLE001 - lambdas and the like: cloudpickle
+        return value
+
+
+def opened(value: Any) -> Any:
+    return pickle.loads(value) if type(value) is bytes else value
 
 
 class Landing:

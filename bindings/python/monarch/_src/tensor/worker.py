@@ -207,13 +207,14 @@ class TensorWorker(Actor):
 
     def _fetched(self, id: int, landing: Any) -> Any:
         """A fetch's answer: ``(True, None)`` when the value was written
-        into the controller's landing, else ``(False, value)``."""
+        into the controller's landing, else ``(False, value)`` (pickled
+        here when it can be, see ``wire.answer``)."""
         value = STORE.get(id)
         if isinstance(value, Failed):
             return value
         if landing is not None and wire.land(value, landing):
             return (True, None)
-        return (False, wire.wrap(value))
+        return wire.answer((False, wire.wrap(value)))
 
     def _fail(self, out_ids, failed: Failed) -> None:
         for i in out_ids:
