@@ -221,3 +221,21 @@ def test_large_reduce_over_one_dim_of_a_2d_mesh():
                 assert torch.equal(fetch_shard(r, host=h, gpu=gpu).result(timeout=T), want)
     finally:
         pm.stop().get(timeout=30)
+
+
+def _uneven(r):
+    """On a worker: rank 1's shard is longer than the others'."""
+    n = MiB // 4 + (1000 if int(r) == 1 else 0)
+    return torch.ones(n)
+
+
+def test_large_reduce_of_shards_that_differ_fails_on_every_member(mesh):
+    f = remote(_uneven, propagate=lambda r: torch.empty(MiB // 4))
+    with mesh.activate():
+        x = f(mesh.rank("gpu"))
+        r = x.reduce("gpu", "sum")
+        ok = torch.ones(3).reduce("gpu", "sum")
+    for i in range(4):
+        with pytest.raises(Exception, match="the shards must match"):
+            fetch_shard(r, gpu=i).result(timeout=T)
+    assert fetch_shard(ok, gpu=2).result(timeout=T).tolist() == [4.0, 4.0, 4.0]

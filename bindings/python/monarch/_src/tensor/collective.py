@@ -1,14 +1,14 @@
 """Collectives between the workers of a tensor mesh, worker to worker (the
 controller is not on the path): each worker has a mailbox (a channel of its
-proc) whose port every other worker knows, and chunks travel as port
-messages (large ones on the runtime's data plane).
+proc) whose port every other worker knows.
 
 Reduce is a reduce-scatter followed, unless scattering, by an all-gather:
 worker ``g`` of a group of ``n`` owns chunk ``g`` of the flattened tensor,
-receives that chunk from every other member, combines the contributions in
-group order (so every member computes bit-identical values) and sends the
-result chunk to every other member. Each worker sends and receives
-``2 (n - 1) / n`` of the tensor.
+combines that chunk of every member's tensor in group order (so every
+member computes bit-identical values) and hands the result chunk to every
+other member. Small tensors travel in port messages; large ones are read
+one-sided on the runtime's data plane (``_reduce_on_data_plane``). Each
+worker moves ``2 (n - 1) / n`` of the tensor.
 """
 
 from __future__ import annotations
@@ -226,8 +226,16 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter) -> t
     peers = [(k, peer) for k, peer in enumerate(group) if k != g]
     try:
         for _k, peer in peers:
-            ports[peer].send(((seq, "buffers", g), (src_buf, out_buf)))
+            ports[peer].send(((seq, "buffers", g), (src_buf, out_buf, str(flat.dtype))))
         theirs = {k: mailbox.take((seq, "buffers", k)) for k, _ in peers}
+        # Every member sees every member's size and dtype, so a mismatch
+        # fails them all here (none reads or waits for another).
+        for k, (buf, _out, dtype) in sorted(theirs.items()):
+            if buf.size() != src_buf.size() or dtype != str(flat.dtype):
+                raise ValueError(
+                    f"reduce: member {k} of the group has {buf.size()} bytes of {dtype}, "
+                    f"member {g} has {src_buf.size()} bytes of {flat.dtype}; the shards must match"
+                )
         # Reduce-scatter: chunk g of every member, read in parallel.
         scratch = {}
         reads = {}
