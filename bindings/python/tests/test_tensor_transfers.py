@@ -73,6 +73,18 @@ def test_fetch_zero_dim_and_non_contiguous(mesh):
     assert torch.equal(fetch_shard(tr, gpu=1).result(timeout=T), expect)
 
 
+def test_fetch_and_reduce_of_lazy_conjugates(mesh):
+    with mesh.activate():
+        z = torch.complex(torch.ones(MiB // 8 + 1), torch.ones(MiB // 8 + 1))
+        c = z.conj()  # a view with the conjugate bit set
+        small = z[:3].conj()
+        r = c.reduce("gpu", "sum")
+    want = torch.complex(torch.ones(MiB // 8 + 1), -torch.ones(MiB // 8 + 1))
+    assert torch.equal(fetch_shard(c).result(timeout=T), want)
+    assert torch.equal(fetch_shard(small).result(timeout=T), want[:3])
+    assert torch.equal(fetch_shard(r, gpu=1).result(timeout=T), want * 4)
+
+
 def test_large_fetch_sees_the_value_when_it_was_issued(mesh):
     with mesh.activate():
         t = torch.zeros(MiB)  # 4 MiB

@@ -144,7 +144,7 @@ def reduce(
     one is ``me``; ``seq`` tags the messages of this collective."""
     n = len(group)
     with torch.no_grad():
-        src = t.detach().contiguous()
+        src = t.detach().resolve_conj().resolve_neg().contiguous()
         if scatter:
             if src.dim() == 0 or src.shape[0] % n:
                 raise ValueError(f"reduce(scatter=True) needs dim 0 ({tuple(src.shape)}) divisible by {n}")

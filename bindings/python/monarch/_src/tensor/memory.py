@@ -7,7 +7,7 @@ On a VM the first touch of fresh memory costs more than the copy into it
 test machine; transparent huge pages are asked for but not reliably
 there), and allocators return large blocks to the system when they are
 freed. Memory taken here goes back to the pool when the last tensor over
-it is gone, up to ``Pool.KEEP`` bytes per process.
+it is gone, up to ``Pool.KEEP`` bytes (256 MiB) per process.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 
 
 class Pool:
-    KEEP = 1 << 30
+    KEEP = 256 << 20
 
     def __init__(self) -> None:
         self._free: dict[int, list[mmap.mmap]] = {}

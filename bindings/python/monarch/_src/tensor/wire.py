@@ -38,7 +38,7 @@ def plain(t: Any) -> bool:
 
 
 def _bytes_of(t: torch.Tensor) -> torch.Tensor:
-    t = t.detach()
+    t = t.detach().resolve_conj().resolve_neg()  # lazy conjugate/negative views
     if not t.is_contiguous():
         t = t.contiguous()
     return t.reshape(-1).view(torch.uint8)
