@@ -109,6 +109,26 @@ class DTensor(torch.Tensor):
             f"mesh={self._ctl.extent}, stream={self._stream!r})"
         )
 
+    @property
+    def mesh(self) -> Any:
+        """The proc mesh that holds the shards."""
+        return self._ctl.procs
+
+    @property
+    def stream(self) -> Any:
+        """The stream that computes this tensor."""
+        from .stream import Stream
+
+        return Stream(self._stream) if isinstance(self._stream, str) else self._stream
+
+    def to_mesh(self, mesh: Any, stream: Any = None) -> DTensor:
+        """This tensor on the proc mesh ``mesh``: each proc receives the
+        shard of the proc at the same coordinates (dims match by name and
+        size; a dim only ``mesh`` has receives copies)."""
+        from .transfer import to_mesh
+
+        return to_mesh(self, mesh, stream)
+
     def __reduce_ex__(self, protocol: int) -> Any:
         # Sent to an actor: once the workers made it, it arrives as the
         # receiving proc's shard.
@@ -332,13 +352,38 @@ def activate(ctl: MeshController) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def no_mesh() -> Iterator[None]:
-    """Torch calls in the block run locally, even under ``mesh.activate()``."""
+def _no_mesh_block() -> Iterator[None]:
     _local.no_mesh = getattr(_local, "no_mesh", 0) + 1
     try:
         yield
     finally:
         _local.no_mesh -= 1
+
+
+class _NoMesh:
+    """``with monarch.no_mesh.activate():`` torch calls in the block run
+    locally, even under ``mesh.activate()`` (ops on distributed tensors
+    still run on their mesh). ``no_mesh()`` is the same block."""
+
+    def activate(self) -> contextlib.AbstractContextManager:
+        return _no_mesh_block()
+
+    __call__ = activate
+
+    def __repr__(self) -> str:
+        return "monarch.no_mesh"
+
+
+no_mesh = _NoMesh()
+
+
+def active_controller() -> MeshController | None:
+    """The controller of the mesh of the innermost ``mesh.activate()``
+    (None outside, or under ``no_mesh``)."""
+    if getattr(_local, "no_mesh", 0):
+        return None
+    mode = torch.overrides._get_current_function_mode()
+    return getattr(mode, "ctl", None)
 
 
 def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) -> DTensor:
@@ -367,8 +412,10 @@ def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) 
     return DTensor(ctl, out, _desc(meta), stream)
 
 
-def rank(ctl: MeshController, dim: str) -> DTensor:
-    if dim not in ctl.extent:
-        raise ValueError(f"the mesh has no dimension {dim!r} (it has {', '.join(ctl.extent)})")
+def rank(ctl: MeshController, dims: Any) -> DTensor:
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    for d in dims:
+        if d not in ctl.extent:
+            raise KeyError(f"the mesh has no dimension {d!r} (it has {', '.join(ctl.extent)})")
     meta = torch.empty((), dtype=torch.int64, device="meta")
-    return issue_call(ctl, worker.rank_tensor, (dim,), {}, meta, {})
+    return issue_call(ctl, worker.rank_tensor, (dims,), {}, meta, {})

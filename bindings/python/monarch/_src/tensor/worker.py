@@ -19,6 +19,17 @@ Commands (tuples, built by ``monarch._src.tensor.controller``):
   (``monarch._src.tensor.collective``).
 * ``("del", streams, ids)``: forget ``ids`` once every stream in
   ``streams`` has reached this point.
+* ``("call", stream, port, fn, args, kwargs)``: call ``fn`` and send its
+  value (or its error) to ``port``.
+* ``("send", stream, src, tag, ports, extent)`` / ``("recv", stream, out,
+  tag, workers, extent)``: ``to_mesh`` (``monarch._src.tensor.transfer``);
+  the sender is this mesh's worker at the receiver's coordinates in the
+  dims of ``extent`` (the sender mesh's).
+
+Peers: every worker watches every other worker of its mesh with a call
+that is never answered (``watch``): the runtime fails it as soon as the
+peer's proc is gone, and a wait for that peer's message then fails at once
+(``collective.Mailbox``) instead of blocking the stream.
 """
 
 from __future__ import annotations
@@ -65,9 +76,26 @@ def _resolve(x: Any) -> Any:
     return x
 
 
+def coords_of(rank: int, extent: dict[str, int]) -> dict[str, int]:
+    """The coordinates of ``rank`` in a mesh of ``extent`` (row-major)."""
+    c = {}
+    for k in reversed(list(extent)):
+        c[k] = rank % extent[k]
+        rank //= extent[k]
+    return {k: c[k] for k in extent}
+
+
+def rank_of(coords: dict[str, int], extent: dict[str, int]) -> int:
+    r = 0
+    for k, n in extent.items():
+        r = r * n + coords[k]
+    return r
+
+
 class _Stream:
     def __init__(self, worker: TensorWorker, name: Any) -> None:
         self.worker = worker
+        self.running: str | None = None  # the kind of command running now
         self.q: queue.SimpleQueue = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._loop, name=f"tensor-stream-{name}", daemon=True)
         self.thread.start()
@@ -77,10 +105,13 @@ class _Stream:
             cmd = self.q.get()
             if cmd is None:
                 return
+            self.running = cmd[0]
             try:
                 self.worker.execute(cmd)
             except BaseException:  # noqa: BLE001 - a stream thread never dies
                 traceback.print_exc()
+            finally:
+                self.running = None
 
 
 class TensorWorker(Actor):
@@ -95,8 +126,10 @@ class TensorWorker(Actor):
         self.pending_deletes: dict[int, int] = {}
         self.del_lock = threading.Lock()
         self.port, rx = Channel.open()
-        self.mailbox = collective.Mailbox(rx)
+        self.mailbox = collective.Mailbox(rx, self._peer_lost)
         self.peers: list = []
+        self.watches: dict[Any, Any] = {}  # peer -> the Future of its watch call
+        self.watched_by: list = []  # ports of peers' watch calls, never answered
         _current = self
 
     # ------------------------------------------------------------ endpoints
@@ -105,13 +138,18 @@ class TensorWorker(Actor):
         return self.port
 
     @endpoint
-    def set_peers(self, ports):
+    def set_peers(self, ports, workers):
+        """The mailbox ports of every worker of the mesh, by rank, and the
+        worker mesh (to watch the others)."""
         self.peers = list(ports)
+        for r in range(len(ports)):
+            if r != self.rank:
+                self.watches[r] = workers.slice(**coords_of(r, self.extent)).watch.call_one()
 
-    @endpoint
-    def greet(self, r):
-        """Connection round ``r`` (``collective.greet``)."""
-        collective.greet(r, self.rank, self.peers, self.mailbox)
+    @endpoint(explicit_response_port=True)
+    def watch(self, port):
+        """Never answered: the caller's call fails when this proc is gone."""
+        self.watched_by.append(port)
 
     @endpoint
     def run(self, cmds):
@@ -136,7 +174,22 @@ class TensorWorker(Actor):
 
     @endpoint
     def stats(self):
-        return {"stored": len(STORE), "streams": sorted(map(str, self.streams))}
+        """Answered by the actor thread while streams run: what is stored,
+        and what each stream runs now (None: idle)."""
+        return {
+            "stored": len(STORE),
+            "streams": sorted(map(str, self.streams)),
+            "running": {str(k): s.running for k, s in self.streams.items()},
+        }
+
+    def _peer_lost(self, peer: Any) -> bool:
+        f = self.watches.get(peer)
+        return f is not None and f.done()
+
+    def _watch(self, key: Any, workers: Any, coords: dict[str, int]) -> None:
+        """Watch a worker of another mesh (a ``to_mesh`` sender), once."""
+        if key not in self.watches:
+            self.watches[key] = workers.slice(**coords).watch.call_one()
 
     def __cleanup__(self, exc):
         for s in self.streams.values():
@@ -164,14 +217,18 @@ class TensorWorker(Actor):
         elif kind == "call":
             port, fn, args, kwargs = cmd[2:]
             self._reply(port, lambda: fn(*tree_map(_resolve, args), **tree_map(_resolve, kwargs)))
+        elif kind == "send":
+            self._send_shard(*cmd[2:])
+        elif kind == "recv":
+            self._recv_shard(*cmd[2:])
 
     def _reply(self, port: Any, produce: Any) -> None:
         try:
             value = produce()
             if isinstance(value, Failed):
-                raise RemoteTensorError(value.text)
+                raise _error_of(value)
         except _Propagate as p:
-            port.exception(RemoteTensorError(p.failed.text))
+            port.exception(_error_of(p.failed))
             return
         except BaseException as e:  # noqa: BLE001 - answered to the controller
             port.exception(e)
@@ -207,15 +264,10 @@ class TensorWorker(Actor):
 
     def group(self, dims) -> list[int]:
         """Global ranks of the workers that differ from this one only in ``dims``."""
-        labels = list(self.extent)
-        sizes = [self.extent[k] for k in labels]
         ranks = []
         for r in range(self.rank_count()):
-            rem, c = r, {}
-            for k, n in zip(reversed(labels), reversed(sizes)):
-                c[k] = rem % n
-                rem //= n
-            if all(c[k] == self.coords[k] for k in labels if k not in dims):
+            c = coords_of(r, self.extent)
+            if all(c[k] == self.coords[k] for k in self.extent if k not in dims):
                 ranks.append(r)
         return ranks
 
@@ -241,6 +293,32 @@ class TensorWorker(Actor):
             return
         STORE.put(out, r)
 
+    def _send_shard(self, src, tag, ports, extent) -> None:
+        """``to_mesh``, sending side: this shard to every worker of the
+        destination whose coordinates in this mesh's dims are ours."""
+        value = STORE.get(src)
+        msg = ("failed", value.text) if isinstance(value, Failed) else ("ok", collective._to_wire(value))
+        for r, port in enumerate(ports):
+            at = coords_of(r, extent)
+            if all(at[k] == v for k, v in self.coords.items()):
+                port.send((tag, msg))
+
+    def _recv_shard(self, out, tag, workers, name, extent) -> None:
+        """``to_mesh``, receiving side: the shard of the sender at our
+        coordinates in its mesh's dims ``extent``."""
+        at = {k: self.coords[k] for k in extent}
+        key = (name, rank_of(at, extent))
+        try:
+            self._watch(key, workers, at)
+            kind, payload = self.mailbox.take(tag, key)
+        except BaseException as e:  # noqa: BLE001 - stored, raised at the controller's fetch
+            STORE.put(out, Failed(traceback.format_exc(), e))
+            return
+        if kind == "failed":
+            STORE.put(out, Failed(payload, None))
+        else:
+            STORE.put(out, collective._from_wire(payload))
+
     def _delete(self, streams, ids) -> None:
         key = id(ids)
         with self.del_lock:
@@ -256,9 +334,22 @@ class RemoteTensorError(RuntimeError):
     """An op failed on a worker; the message holds the worker's traceback."""
 
 
-def rank_tensor(dim: str) -> torch.Tensor:
-    """This worker's coordinate along ``dim`` (the op behind ``mesh.rank(dim)``)."""
+class PeerLostTensorError(RemoteTensorError):
+    """An op failed on a worker because a peer worker it waited for is gone
+    (the controller raises the SupervisionError of the loss instead)."""
+
+
+def _error_of(failed: Failed) -> RemoteTensorError:
+    if isinstance(failed.exc, collective.PeerLostError):
+        return PeerLostTensorError(failed.text)
+    return RemoteTensorError(failed.text)
+
+
+def rank_tensor(dims: tuple) -> torch.Tensor:
+    """This worker's rank in the mesh dims ``dims`` (row-major over them;
+    one dim: its coordinate). The op behind ``mesh.rank(dims)``."""
     w = current_worker()
-    if dim not in w.coords:
-        raise ValueError(f"the mesh has no dimension {dim!r} (it has {', '.join(w.coords)})")
-    return torch.tensor(w.coords[dim])
+    r = 0
+    for d in dims:
+        r = r * w.extent[d] + w.coords[d]
+    return torch.tensor(r)
