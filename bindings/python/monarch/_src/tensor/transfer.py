@@ -23,21 +23,22 @@ def to_mesh(t: DTensor, mesh: Any, stream: Stream | None = None) -> DTensor:
     if not isinstance(t, DTensor):
         raise TypeError(f"to_mesh() moves a distributed tensor, not {type(t).__name__}")
     src = t._ctl
-    dst = controller_for(mesh)
-    missing = [k for k in src.extent if k not in dst.extent]
+    extent = dict(mesh.sizes)
+    missing = [k for k in src.extent if k not in extent]
     if missing:
         raise ValueError(
-            f"to_mesh(): the destination mesh {dst.extent} does not have dimension(s) "
+            f"to_mesh(): the destination mesh {extent} does not have dimension(s) "
             f"{', '.join(missing)} of the tensor's mesh {src.extent}"
         )
     for k, n in src.extent.items():
-        if dst.extent[k] != n:
+        if extent[k] != n:
             raise ValueError(
-                f"to_mesh(): dimension {k!r} has size {dst.extent[k]} in the destination mesh "
-                f"and {n} in the tensor's mesh ({dst.extent} vs {src.extent})"
+                f"to_mesh(): dimension {k!r} has size {extent[k]} in the destination mesh "
+                f"and {n} in the tensor's mesh ({extent} vs {src.extent})"
             )
     if t._rg:
         raise ValueError("to_mesh() of a tensor that requires grad: detach() it first")
+    dst = controller_for(mesh)
     stream_name = t._stream if stream is None else stream.name
     tag = ("to_mesh", next(_transfers))
     out = dst.new_id()

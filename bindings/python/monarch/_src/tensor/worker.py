@@ -51,13 +51,18 @@ from . import collective
 from .store import STORE, Failed, Local, Ref
 
 _current: TensorWorker | None = None
+# The worker whose stream runs on this thread: a proc holds one worker per
+# tensor mesh it is part of (a mesh and a slice of it share procs).
+_thread = threading.local()
 
 
 def current_worker() -> TensorWorker:
-    """The tensor worker of this proc (for functions run as ops)."""
-    if _current is None:
+    """The tensor worker running the current op (for functions run as
+    ops); outside a stream, the proc's latest worker."""
+    w = getattr(_thread, "worker", None) or _current
+    if w is None:
         raise RuntimeError("no tensor worker runs in this proc")
-    return _current
+    return w
 
 
 class _Propagate(Exception):
@@ -101,6 +106,7 @@ class _Stream:
         self.thread.start()
 
     def _loop(self) -> None:
+        _thread.worker = self.worker
         while True:
             cmd = self.q.get()
             if cmd is None:
