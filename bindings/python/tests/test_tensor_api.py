@@ -2,6 +2,9 @@
 meshes, show / inspect / fetch_shard of pytrees, mesh.rank over several
 dims, no_mesh, get_active_mesh, and send(remote_fn, ..., port=...)."""
 
+import os
+import signal
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -169,3 +172,30 @@ def test_remote_function_results_stay_distributed(grid):
         s = _shifted(t)
     assert isinstance(s, monarch.DTensor)
     assert inspect(s, host=1, gpu=1).tolist() == [100.0, 100.0]
+
+
+def test_to_mesh_from_a_proc_that_dies_fails_at_the_destination(grid):
+    # The sender at gpu=1 stalls before sending and is killed: the receiver
+    # at gpu=1 of the destination (it watches its sender) gives up, and the
+    # fetch from it raises instead of waiting.
+    from tensor_actors import ShardReader, stalled_on
+
+    src = this_host().spawn_procs(per_host={"gpu": 2})
+    try:
+        pid = src.spawn("pids", ShardReader).pid.call().get(timeout=T).item(gpu=1)
+        with src.activate():
+            t = stalled_on(torch.ones(2), 1)
+        dst = grid.slice(host=0)
+        moved = t.to_mesh(dst)
+        assert fetch_shard(moved, gpu=0).result(timeout=T).tolist() == [1.0, 1.0]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(Exception, match="gone"):
+            fetch_shard(moved, gpu=1).result(timeout=T)
+        with dst.activate():
+            ok = torch.ones(1) * 3  # the destination keeps working
+        assert fetch_shard(ok, gpu=1).result(timeout=T).tolist() == [3.0]
+    finally:
+        try:
+            src.stop().get(timeout=30)
+        except Exception:  # noqa: BLE001 - the mesh lost a proc
+            pass

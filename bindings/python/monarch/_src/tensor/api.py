@@ -141,9 +141,7 @@ def get_active_mesh() -> Any:
 def to_mesh(tensors: Any, mesh: Any, stream: Any = None) -> Any:
     """Every distributed tensor of the pytree ``tensors`` moved to the proc
     mesh ``mesh`` (``DTensor.to_mesh``)."""
-    from .transfer import to_mesh_tree
-
-    return to_mesh_tree(tensors, mesh, stream)
+    return dtensor.to_mesh_tree(tensors, mesh, stream)
 
 
 @contextlib.contextmanager

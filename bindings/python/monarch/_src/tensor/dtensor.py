@@ -18,6 +18,7 @@ the meta result and not sent; one that returns ``None`` (``t[0] = 1``,
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pickle
 import threading
 from collections.abc import Iterator
@@ -29,9 +30,9 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import worker
 from .collective import REDUCTIONS
-from .controller import MeshController
+from .controller import MeshController, controller_for
 from .store import Local, Ref, local_shard
-from .stream import get_active_stream
+from .stream import Stream, get_active_stream
 
 _local = threading.local()
 _META = torch.device("meta")
@@ -117,16 +118,12 @@ class DTensor(torch.Tensor):
     @property
     def stream(self) -> Any:
         """The stream that computes this tensor."""
-        from .stream import Stream
-
         return Stream(self._stream) if isinstance(self._stream, str) else self._stream
 
     def to_mesh(self, mesh: Any, stream: Any = None) -> DTensor:
         """This tensor on the proc mesh ``mesh``: each proc receives the
         shard of the proc at the same coordinates (dims match by name and
         size; a dim only ``mesh`` has receives copies)."""
-        from .transfer import to_mesh
-
         return to_mesh(self, mesh, stream)
 
     def __reduce_ex__(self, protocol: int) -> Any:
@@ -419,3 +416,47 @@ def rank(ctl: MeshController, dims: Any) -> DTensor:
             raise KeyError(f"the mesh has no dimension {d!r} (it has {', '.join(ctl.extent)})")
     meta = torch.empty((), dtype=torch.int64, device="meta")
     return issue_call(ctl, worker.rank_tensor, (dims,), {}, meta, {})
+
+
+# ``to_mesh``: the worker at each coordinate of the tensor's mesh sends its
+# shard to the worker(s) at the same coordinates of the destination mesh;
+# dimensions match by name and size, and a dimension only the destination
+# has receives copies (a broadcast).
+_transfers = itertools.count(1)
+
+
+def to_mesh(t: DTensor, mesh: Any, stream: Stream | None = None) -> DTensor:
+    """``t`` on the proc mesh ``mesh`` (on ``stream``, default: ``t``'s)."""
+    if not isinstance(t, DTensor):
+        raise TypeError(f"to_mesh() moves a distributed tensor, not {type(t).__name__}")
+    src = t._ctl
+    extent = dict(mesh.sizes)
+    missing = [k for k in src.extent if k not in extent]
+    if missing:
+        raise ValueError(
+            f"to_mesh(): the destination mesh {extent} does not have dimension(s) "
+            f"{', '.join(missing)} of the tensor's mesh {src.extent}"
+        )
+    for k, n in src.extent.items():
+        if extent[k] != n:
+            raise ValueError(
+                f"to_mesh(): dimension {k!r} has size {extent[k]} in the destination mesh "
+                f"and {n} in the tensor's mesh ({extent} vs {src.extent})"
+            )
+    if t._rg:
+        raise ValueError("to_mesh() of a tensor that requires grad: detach() it first")
+    dst = controller_for(mesh)
+    stream_name = t._stream if stream is None else stream.name
+    tag = ("to_mesh", next(_transfers))
+    out = dst.new_id()
+    src.issue(("send", t._stream, t._id, tag, dst.ports, dict(dst.extent)))
+    # The receivers wait for the senders: send now, whatever the
+    # destination does next.
+    src.flush()
+    dst.issue(("recv", stream_name, out, tag, src.workers, src.name, dict(src.extent)))
+    return DTensor(dst, out, _desc(t._meta().detach()), stream_name)
+
+
+def to_mesh_tree(tensors: Any, mesh: Any, stream: Stream | None = None) -> Any:
+    """``monarch.to_mesh``: every distributed tensor of a pytree moved."""
+    return tree_map(lambda x: to_mesh(x, mesh, stream) if isinstance(x, DTensor) else x, tensors)

@@ -22,7 +22,7 @@ Commands (tuples, built by ``monarch._src.tensor.controller``):
 * ``("call", stream, port, fn, args, kwargs)``: call ``fn`` and send its
   value (or its error) to ``port``.
 * ``("send", stream, src, tag, ports, extent)`` / ``("recv", stream, out,
-  tag, workers, extent)``: ``to_mesh`` (``monarch._src.tensor.transfer``);
+  tag, workers, extent)``: ``to_mesh`` (``monarch._src.tensor.dtensor``);
   the sender is this mesh's worker at the receiver's coordinates in the
   dims of ``extent`` (the sender mesh's).
 
