@@ -235,8 +235,7 @@ class Remote:
                 ctl.issue(cmd)
                 ctl.flush()
             else:
-                ctl.flush()
-                ctl.worker_at({}).run.broadcast([cmd])
+                ctl.run_at({}, cmd)
 
     def __repr__(self) -> str:
         return f"<remote {self.__name__}>"

@@ -136,6 +136,15 @@ class MeshController:
             raise self._failure
         self.workers.sync.call(stream).get(timeout=timeout)
 
+    def run_at(self, coords: dict[str, int], cmd: tuple) -> None:
+        """Send ``cmd`` to the worker at ``coords`` only, after what was
+        issued before."""
+        w = self.worker_at(coords)
+        self._streams.add(cmd[1])
+        self.flush()
+        with torch._C.DisableTorchFunction():
+            w.run.broadcast([cmd])
+
     def check_alive(self, timeout: float | None) -> None:
         """Raise the SupervisionError of a lost proc of the mesh, if any: a
         call on the actor threads of the workers (free while their streams
