@@ -139,6 +139,21 @@ def test_worker_error_surfaces_at_fetch_and_mesh_keeps_working(mesh):
     assert fetch_shard(bad).result(timeout=T).numel() == 0
 
 
+def test_a_worker_error_before_a_reduce_fails_it_on_every_member(mesh):
+    # gpu=2 has no input for the reduce: it tells the other members, which
+    # would otherwise wait for its chunks; the mesh keeps working.
+    from tensor_actors import failing_on
+
+    with mesh.activate():
+        r = failing_on(torch.ones(3), 2).reduce("gpu", "sum")
+    for g in range(4):
+        with pytest.raises(Exception, match="failed on gpu 2 on purpose"):
+            fetch_shard(r, gpu=g).result(timeout=T)
+    with mesh.activate():
+        ok = torch.ones(3).reduce("gpu", "sum")
+    assert fetch_shard(ok, gpu=3).result(timeout=T).tolist() == [4.0] * 3
+
+
 def test_values_need_a_fetch(mesh):
     with mesh.activate():
         t = torch.ones(1)

@@ -139,14 +139,21 @@ def reduce(
     try:
         return _reduce(t, group, me, ports, mailbox, seq, op, scatter)
     except BaseException as e:
-        for peer in group:
-            if peer != me:
-                try:
-                    ports[peer].send(((seq, "abort"), f"worker {me}: {type(e).__name__}: {e}"))
-                except Exception:  # noqa: BLE001 - a lost peer needs no notice
-                    pass
+        abort(group, me, ports, seq, f"{type(e).__name__}: {e}")
         mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
         raise
+
+
+def abort(group: list[int], me: int, ports: list[Any], seq: int, why: str) -> None:
+    """Tell the other members of collective ``seq`` that this one will not
+    take part (its input failed, or the collective failed here)."""
+    first = why.strip().splitlines()[-1] if why.strip() else why
+    for peer in group:
+        if peer != me:
+            try:
+                ports[peer].send(((seq, "abort"), f"worker {me}: {first}"))
+            except Exception:  # noqa: BLE001 - a lost peer needs no notice
+                pass
 
 
 def _reduce(

@@ -284,14 +284,18 @@ class TensorWorker(Actor):
         return n
 
     def _reduce(self, src, out, dims, op, scatter, inplace, seq) -> None:
+        group = self.group(dims)
         try:
             t = _resolve(Ref(src))
-            r = collective.reduce(t, self.group(dims), self.rank, self.peers, self.mailbox, seq, op, scatter)
+            r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter)
             if inplace:
                 with torch.no_grad():
                     t.copy_(r)
                 r = t
         except _Propagate as p:
+            # No input here: the other members must not wait for it.
+            collective.abort(group, self.rank, self.peers, seq, p.failed.text)
+            self.mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
             STORE.put(out, p.failed)
             return
         except BaseException as e:  # noqa: BLE001 - stored, raised at the controller's fetch
