@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -33,28 +33,49 @@ DATA_PLANE_MIN = 1 << 20
 REDUCTIONS = ("sum", "avg", "max", "min", "product")
 
 
+class PeerLostError(RuntimeError):
+    """A peer worker this one waited for is gone (its proc died), or a
+    member of the same collective failed and aborted it."""
+
+
+# How often a waiting worker checks whether the peer it waits for is gone.
+LOST_CHECK_EVERY = 0.2
+
+
 class Mailbox:
     """Values received on this worker's channel, by tag. Several stream
-    threads may wait at once: one of them receives, the others wait for it."""
+    threads may wait at once: one of them receives, the others wait for it.
+    ``is_lost(peer)`` tells whether a peer's proc is known to be gone: a
+    wait for a message from it then fails at once instead of at the
+    timeout."""
 
-    def __init__(self, receiver: Any) -> None:
+    def __init__(self, receiver: Any, is_lost: Callable[[Any], bool] = lambda peer: False) -> None:
         self._rx = receiver
+        self._is_lost = is_lost
         self._got: dict[Any, Any] = {}
         self._cond = threading.Condition()
         self._receiving = False
         self._pending: Any = None
 
-    def take(self, tag: Any, timeout: float = PEER_TIMEOUT) -> Any:
+    def take(self, tag: Any, peer: Any = None, abort: Any = None, timeout: float = PEER_TIMEOUT) -> Any:
+        """The message tagged ``tag`` from ``peer``. Raises PeerLostError
+        once ``peer`` is known gone, or once a message tagged ``abort``
+        arrived (a member of the same collective failed)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
                 if tag in self._got:
                     return self._got.pop(tag)
+                if abort is not None and abort in self._got:
+                    raise PeerLostError(f"a peer worker aborted this collective: {self._got[abort]}")
+                if peer is not None and self._is_lost(peer):
+                    raise PeerLostError(f"peer worker {peer} is gone (its proc died)")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"no message {tag!r} from a peer worker after {timeout} s")
+                slice_ = min(left, LOST_CHECK_EVERY)
                 if self._receiving:
-                    self._cond.wait(left)
+                    self._cond.wait(slice_)
                     continue
                 self._receiving = True
                 if self._pending is None:
@@ -64,7 +85,7 @@ class Mailbox:
                     # Every arrival completes this receive, whichever
                     # thread waits for it; one not completed in time is
                     # waited on again later.
-                    got = self._pending.get(timeout=left)
+                    got = self._pending.get(timeout=slice_)
                     self._pending = None
                 except TimeoutError:
                     got = None
@@ -75,23 +96,12 @@ class Mailbox:
                     self._got[got[0]] = got[1]
                 self._cond.notify_all()
 
-
-def greet(r: int, me: int, ports: list[Any], mailbox: Mailbox) -> None:
-    """Round ``r`` of connecting the workers pairwise, one connection per
-    pair: worker ``r`` sends a greeting to every higher rank, which answers
-    on the connection that greeting opened. The runtime keeps one
-    connection per pair of procs, but two procs that connect to each other
-    at the same moment can each keep the connection the other one closes,
-    and the chunks then sent on it are lost; rounds run one at a time
-    (``MeshController``), so no two workers ever connect at once."""
-    if me == r:
-        for peer in range(r + 1, len(ports)):
-            ports[peer].send((("greet", r), me))
-        for peer in range(r + 1, len(ports)):
-            mailbox.take(("greeted", peer))
-    elif me > r:
-        mailbox.take(("greet", r))
-        ports[r].send((("greeted", me), None))
+    def forget(self, keep: Callable[[Any], bool]) -> None:
+        """Drop the received messages whose tag ``keep`` rejects (those of
+        a collective that failed)."""
+        with self._cond:
+            for tag in [t for t in self._got if not keep(t)]:
+                del self._got[tag]
 
 
 def _to_wire(t: torch.Tensor) -> tuple:
@@ -141,8 +151,41 @@ def reduce(
 ) -> torch.Tensor:
     """All-reduce (or reduce-scatter along dim 0 when ``scatter``) of ``t``
     over the workers ``group`` (global ranks, in group order) of which this
-    one is ``me``; ``seq`` tags the messages of this collective."""
+    one is ``me``; ``seq`` tags the messages of this collective. A member
+    that fails (a peer gone, a bad tensor) tells the others, so none of
+    them waits for its part."""
+    try:
+        return _reduce(t, group, me, ports, mailbox, seq, op, scatter)
+    except BaseException as e:
+        abort(group, me, ports, seq, f"{type(e).__name__}: {e}")
+        mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
+        raise
+
+
+def abort(group: list[int], me: int, ports: list[Any], seq: int, why: str) -> None:
+    """Tell the other members of collective ``seq`` that this one will not
+    take part (its input failed, or the collective failed here)."""
+    first = why.strip().splitlines()[-1] if why.strip() else why
+    for peer in group:
+        if peer != me:
+            try:
+                ports[peer].send(((seq, "abort"), f"worker {me}: {first}"))
+            except Exception:  # noqa: BLE001 - a lost peer needs no notice
+                pass
+
+
+def _reduce(
+    t: torch.Tensor,
+    group: list[int],
+    me: int,
+    ports: list[Any],
+    mailbox: Mailbox,
+    seq: int,
+    op: str,
+    scatter: bool,
+) -> torch.Tensor:
     n = len(group)
+    abort = (seq, "abort")
     with torch.no_grad():
         src = t.detach().resolve_conj().resolve_neg().contiguous()
         if scatter:
@@ -152,9 +195,9 @@ def reduce(
         if n == 1:
             acc = src.clone()
         elif src.numel() * src.element_size() >= DATA_PLANE_MIN:
-            acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter)
+            acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort)
         else:
-            acc = _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter)
+            acc = _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter, abort)
         if op == "avg":
             acc = _divide(acc, n)
         return acc.reshape(out_shape)
@@ -166,7 +209,7 @@ def _divide(acc: torch.Tensor, n: int) -> torch.Tensor:
     return torch.div(acc, n, rounding_mode="trunc")  # integers stay integers
 
 
-def _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter) -> torch.Tensor:
+def _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter, abort) -> torch.Tensor:
     """Small tensors: chunks travel in port messages. Worker ``g`` owns
     chunk ``g``: it receives that chunk from every member, combines them
     in group order and (unless scattering) sends the result to every
@@ -179,14 +222,14 @@ def _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter) -> tor
             ports[peer].send(((seq, 1, g), _to_wire(chunks[j])))
     acc = None
     for k in range(n):
-        part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k)))
+        part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k), group[k], abort))
         acc = part.clone() if acc is None else _combine(acc, part, op)
     if scatter:
         return acc
     for j, peer in enumerate(group):
         if j != g:
             ports[peer].send(((seq, 2, g), _to_wire(acc)))
-    pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k))) for k in range(n)]
+    pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k), group[k], abort)) for k in range(n)]
     return torch.cat(pieces)
 
 
@@ -199,7 +242,7 @@ def _bounds(numel: int, n: int) -> list[int]:
     return out
 
 
-def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter) -> torch.Tensor:
+def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort) -> torch.Tensor:
     """Large tensors: every member registers its tensor and its result
     for one-sided reads. Worker ``g`` reads chunk ``g`` of every other
     member's tensor (all reads started at once, into reused scratch
@@ -227,7 +270,7 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter) -> t
     try:
         for _k, peer in peers:
             ports[peer].send(((seq, "buffers", g), (src_buf, out_buf, str(flat.dtype))))
-        theirs = {k: mailbox.take((seq, "buffers", k)) for k, _ in peers}
+        theirs = {k: mailbox.take((seq, "buffers", k), peer, abort) for k, peer in peers}
         # Every member sees every member's size and dtype, so a mismatch
         # fails them all here (none reads or waits for another).
         for k, (buf, _out, dtype) in sorted(theirs.items()):
@@ -261,8 +304,8 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter) -> t
                 ports[peer].send(((seq, "ready", g), None))
             # All-gather: chunk k of the result from member k, as it is ready.
             gathers = []
-            for k, _ in peers:
-                mailbox.take((seq, "ready", k))
+            for k, peer in peers:
+                mailbox.take((seq, "ready", k), peer, abort)
                 a, b = bounds[k], bounds[k + 1]
                 if b > a:
                     gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
@@ -270,8 +313,8 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter) -> t
                 f.get()
         for _k, peer in peers:
             ports[peer].send(((seq, "done", g), None))
-        for k, _ in peers:
-            mailbox.take((seq, "done", k))
+        for k, peer in peers:
+            mailbox.take((seq, "done", k), peer, abort)
     finally:
         src_buf.drop()
         if out_buf is not None:

@@ -18,6 +18,7 @@ the meta result and not sent; one that returns ``None`` (``t[0] = 1``,
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pickle
 import threading
 from collections.abc import Iterator
@@ -28,9 +29,9 @@ from torch.overrides import TorchFunctionMode
 
 from . import worker
 from .collective import REDUCTIONS
-from .controller import MeshController
+from .controller import MeshController, controller_for
 from .store import Local, Ref, local_shard
-from .stream import get_active_stream
+from .stream import Stream, get_active_stream
 from .tree import children, is_leaf_type, tree_flatten, tree_map, tree_unflatten
 
 _local = threading.local()
@@ -108,6 +109,22 @@ class DTensor(torch.Tensor):
             f"DTensor(id={self._id}, shape={shape}, dtype={self.dtype}, "
             f"mesh={self._ctl.extent}, stream={self._stream!r})"
         )
+
+    @property
+    def mesh(self) -> Any:
+        """The proc mesh that holds the shards."""
+        return self._ctl.procs
+
+    @property
+    def stream(self) -> Any:
+        """The stream that computes this tensor."""
+        return Stream(self._stream) if isinstance(self._stream, str) else self._stream
+
+    def to_mesh(self, mesh: Any, stream: Any = None) -> DTensor:
+        """This tensor on the proc mesh ``mesh``: each proc receives the
+        shard of the proc at the same coordinates (dims match by name and
+        size; a dim only ``mesh`` has receives copies)."""
+        return to_mesh(self, mesh, stream)
 
     def __reduce_ex__(self, protocol: int) -> Any:
         # Sent to an actor: once the workers made it, it arrives as the
@@ -357,13 +374,38 @@ def activate(ctl: MeshController) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def no_mesh() -> Iterator[None]:
-    """Torch calls in the block run locally, even under ``mesh.activate()``."""
+def _no_mesh_block() -> Iterator[None]:
     _local.no_mesh = getattr(_local, "no_mesh", 0) + 1
     try:
         yield
     finally:
         _local.no_mesh -= 1
+
+
+class _NoMesh:
+    """``with monarch.no_mesh.activate():`` torch calls in the block run
+    locally, even under ``mesh.activate()`` (ops on distributed tensors
+    still run on their mesh). ``no_mesh()`` is the same block."""
+
+    def activate(self) -> contextlib.AbstractContextManager:
+        return _no_mesh_block()
+
+    __call__ = activate
+
+    def __repr__(self) -> str:
+        return "monarch.no_mesh"
+
+
+no_mesh = _NoMesh()
+
+
+def active_controller() -> MeshController | None:
+    """The controller of the mesh of the innermost ``mesh.activate()``
+    (None outside, or under ``no_mesh``)."""
+    if getattr(_local, "no_mesh", 0):
+        return None
+    mode = torch.overrides._get_current_function_mode()
+    return getattr(mode, "ctl", None)
 
 
 def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) -> DTensor:
@@ -392,8 +434,54 @@ def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) 
     return DTensor(ctl, out, _desc(meta), stream)
 
 
-def rank(ctl: MeshController, dim: str) -> DTensor:
-    if dim not in ctl.extent:
-        raise ValueError(f"the mesh has no dimension {dim!r} (it has {', '.join(ctl.extent)})")
+def rank(ctl: MeshController, dims: Any) -> DTensor:
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    for d in dims:
+        if d not in ctl.extent:
+            raise KeyError(f"the mesh has no dimension {d!r} (it has {', '.join(ctl.extent)})")
     meta = torch.empty((), dtype=torch.int64, device="meta")
-    return issue_call(ctl, worker.rank_tensor, (dim,), {}, meta, {})
+    return issue_call(ctl, worker.rank_tensor, (dims,), {}, meta, {})
+
+
+# ``to_mesh``: the worker at each coordinate of the tensor's mesh sends its
+# shard to the worker(s) at the same coordinates of the destination mesh;
+# dimensions match by name and size, and a dimension only the destination
+# has receives copies (a broadcast).
+_transfers = itertools.count(1)
+
+
+def to_mesh(t: DTensor, mesh: Any, stream: Stream | None = None) -> DTensor:
+    """``t`` on the proc mesh ``mesh`` (on ``stream``, default: ``t``'s)."""
+    if not isinstance(t, DTensor):
+        raise TypeError(f"to_mesh() moves a distributed tensor, not {type(t).__name__}")
+    src = t._ctl
+    extent = dict(mesh.sizes)
+    missing = [k for k in src.extent if k not in extent]
+    if missing:
+        raise ValueError(
+            f"to_mesh(): the destination mesh {extent} does not have dimension(s) "
+            f"{', '.join(missing)} of the tensor's mesh {src.extent}"
+        )
+    for k, n in src.extent.items():
+        if extent[k] != n:
+            raise ValueError(
+                f"to_mesh(): dimension {k!r} has size {extent[k]} in the destination mesh "
+                f"and {n} in the tensor's mesh ({extent} vs {src.extent})"
+            )
+    if t._rg:
+        raise ValueError("to_mesh() of a tensor that requires grad: detach() it first")
+    dst = controller_for(mesh)
+    stream_name = t._stream if stream is None else stream.name
+    tag = ("to_mesh", next(_transfers))
+    out = dst.new_id()
+    src.issue(("send", t._stream, t._id, tag, dst.ports, dict(dst.extent)))
+    # The receivers wait for the senders: send now, whatever the
+    # destination does next.
+    src.flush()
+    dst.issue(("recv", stream_name, out, tag, src.workers, src.name, dict(src.extent)))
+    return DTensor(dst, out, _desc(t._meta().detach()), stream_name)
+
+
+def to_mesh_tree(tensors: Any, mesh: Any, stream: Stream | None = None) -> Any:
+    """``monarch.to_mesh``: every distributed tensor of a pytree moved."""
+    return tree_map(lambda x: to_mesh(x, mesh, stream) if isinstance(x, DTensor) else x, tensors)
