@@ -4,6 +4,9 @@ the data plane), byte-exact; a fetch sees the value at the point it was
 issued; collectives across dtypes and reductions."""
 
 import gc
+import os
+import signal
+import time
 
 import pytest
 
@@ -11,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from monarch import fetch_shard, remote  # noqa: E402
 from monarch._src.tensor import memory  # noqa: E402
-from monarch.actor import this_host  # noqa: E402
+from monarch.actor import SupervisionError, this_host  # noqa: E402
 
 T = 120  # seconds: every wait is bounded
 MiB = 1 << 20
@@ -251,3 +254,52 @@ def test_large_reduce_of_shards_that_differ_fails_on_every_member(mesh):
         with pytest.raises(Exception, match="the shards must match"):
             fetch_shard(r, gpu=i).result(timeout=T)
     assert fetch_shard(ok, gpu=2).result(timeout=T).tolist() == [4.0, 4.0, 4.0]
+
+
+def _running(pm, gpu):
+    """What the streams of the tensor worker at ``gpu`` run now."""
+    stats = pm._tensor_controller.worker_at({"gpu": gpu}).stats.call_one().get(timeout=T)
+    return stats["running"]
+
+
+def _wait_until(cond, what, bound=90.0):
+    deadline = time.monotonic() + bound
+    while not cond():
+        assert time.monotonic() < deadline, f"still not {what} after {bound} s"
+        time.sleep(0.05)
+
+
+def test_failed_input_aborts_a_large_reduce_and_the_mesh_keeps_working(mesh):
+    from tensor_actors import failing_on
+
+    with mesh.activate():
+        r = failing_on(torch.ones(MiB), 2).reduce("gpu", "sum")
+        ok = torch.ones(MiB).reduce("gpu", "sum")
+    for i in range(4):
+        with pytest.raises(Exception, match="on purpose|aborted"):
+            fetch_shard(r, gpu=i).result(timeout=T)
+    assert fetch_shard(ok, gpu=3).result(timeout=T).eq(4.0).all()
+
+
+def test_proc_dying_mid_large_reduce_frees_the_live_peer():
+    # gpu=0 enters the data-plane reduce and waits for gpu=1's buffers;
+    # gpu=1 stalls before its reduce and is killed.
+    from tensor_actors import ShardReader, stalled_on
+
+    pm = this_host().spawn_procs(per_host={"gpu": 2})
+    try:
+        pid = pm.spawn("pids", ShardReader).pid.call().get(timeout=T).item(gpu=1)
+        with pm.activate():
+            r = stalled_on(torch.ones(MiB), 1).reduce("gpu", "sum")
+        pm._tensor_controller.flush()
+        _wait_until(lambda: _running(pm, 0).get("main") == "reduce", "in the reduce on gpu=0")
+        _wait_until(lambda: _running(pm, 1).get("main") == "op", "stalled on gpu=1")
+        os.kill(pid, signal.SIGKILL)
+        _wait_until(lambda: _running(pm, 0).get("main") is None, "free on gpu=0")
+        with pytest.raises(SupervisionError):
+            fetch_shard(r, gpu=0).result(timeout=T)
+    finally:
+        try:
+            pm.stop().get(timeout=30)
+        except Exception:  # noqa: BLE001 - the mesh lost a proc
+            pass
