@@ -35,6 +35,7 @@ pub mod agent_protocol;
 pub mod allocator;
 pub mod auth;
 pub mod completion;
+pub mod debug_protocol;
 mod conn;
 pub mod error;
 mod eventfd;

@@ -85,6 +85,7 @@ impl Inner {
     /// saying in words: unless it was being stopped, its rank of every
     /// proc mesh holding it has failed (idempotent).
     fn proc_failed(&self, addr: &str, cause: FailureCause, code: i32, how: &str) {
+        self.debug.proc_lost(addr);
         if self.is_stopping(addr) {
             return;
         }
