@@ -18,6 +18,10 @@ use monarch_core::{ActorMesh, CallMode, PointValue, Runtime, Shape};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Between two looks at a running session's output.
 const POLL: Duration = Duration::from_millis(20);
+/// Between two looks at the sessions while waiting for a new one.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+/// pdb's prompt, which ends a paused session's output.
+const PROMPT: &str = "(Pdb) ";
 
 const HELP: &str = "\
 monarch_dbg commands:
@@ -42,17 +46,33 @@ struct Target {
     dir: Option<PathBuf>,
 }
 
+impl Target {
+    /// Whether the controller has exited (its socket is gone).
+    fn is_gone(&self) -> bool {
+        match self.addr.strip_prefix("unix:") {
+            Some(path) => !Path::new(path).exists(),
+            None => false,
+        }
+    }
+}
+
 /// The options of `monarch debug`.
 pub struct Args {
     controller: Option<String>,
+    /// Start only once a session opens that was not open at start (the
+    /// controller's own terminal runs the client this way).
+    wait: bool,
 }
 
 /// Parse `monarch debug [--controller PID|DIR|ADDR]`.
 pub fn parse_args(args: &[String]) -> Result<Args, String> {
     let mut controller = None;
+    let mut wait = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        if a == "--controller" {
+        if a == "--wait" {
+            wait = true;
+        } else if a == "--controller" {
             match it.next() {
                 Some(v) if !v.is_empty() => controller = Some(v.clone()),
                 _ => return Err("--controller needs a PID, directory or address".into()),
@@ -63,7 +83,7 @@ pub fn parse_args(args: &[String]) -> Result<Args, String> {
             return Err(format!("unexpected argument '{a}'"));
         }
     }
-    Ok(Args { controller })
+    Ok(Args { controller, wait })
 }
 
 fn uid() -> u32 {
@@ -234,33 +254,24 @@ impl Registry {
         Ok((s(0), s(1), s(2)))
     }
 
-    /// Wait until session `id` stops running, printing its output from
-    /// `cursor` on (with `prefix` before each line when set); its state.
-    fn follow(&self, id: u64, mut cursor: String, prefix: Option<&str>) -> Result<String, String> {
+    /// Wait until session `id` stops running; its output from `cursor` on.
+    fn follow(&self, id: u64, mut cursor: String) -> Result<String, String> {
+        let mut all = String::new();
         loop {
             let (next, state, text) = self.output(id, &cursor)?;
-            emit(&text, prefix);
+            all.push_str(&text);
             cursor = next;
             if state != proto::RUNNING {
-                return Ok(state);
+                return Ok(all);
             }
             std::thread::sleep(POLL);
         }
     }
 }
 
-fn emit(text: &str, prefix: Option<&str>) {
+fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
-    match prefix {
-        None => {
-            let _ = out.write_all(text.as_bytes());
-        }
-        Some(p) => {
-            for line in text.lines() {
-                let _ = writeln!(out, "{p}{line}");
-            }
-        }
-    }
+    let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
 }
 
@@ -419,7 +430,7 @@ fn attach(reg: &Registry, s: &Session) -> Result<(), String> {
     let mut cursor = proto::SINCE_INPUT.to_string();
     loop {
         let (next, state, text) = reg.output(s.id, &cursor)?;
-        emit(&text, None);
+        emit(&text);
         cursor = next;
         if state == proto::ENDED {
             println!("Debug session {} ended", s.id);
@@ -441,19 +452,23 @@ fn attach(reg: &Registry, s: &Session) -> Result<(), String> {
     Ok(())
 }
 
-/// Send `cmd` to each of `targets` and print what each answers.
-fn cast(reg: &Registry, targets: &[&Session], cmd: &str) -> Result<(), String> {
+/// Send `cmd` to each of `targets`, wait until each has handled it, and
+/// return what each printed (without its next prompt).
+fn cast(reg: &Registry, targets: &[&Session], cmd: &str) -> Result<Vec<String>, String> {
     for s in targets {
         reg.request(proto::INPUT, &[&s.id.to_string(), cmd])?;
     }
+    let mut out = Vec::new();
     for s in targets {
-        let prefix = format!("[{} {}] ", s.actor, s.rank);
-        reg.follow(s.id, proto::SINCE_INPUT.into(), Some(&prefix))?;
+        let text = reg.follow(s.id, proto::SINCE_INPUT.into())?;
+        out.push(text.strip_suffix(PROMPT).unwrap_or(&text).to_string());
     }
-    Ok(())
+    Ok(out)
 }
 
-fn command(reg: &Registry, line: &str) -> Result<bool, String> {
+/// Run one command line; Ok(false) to leave (`quit`, or `continue` when
+/// `leave_on_continue`).
+fn command(reg: &Registry, line: &str, leave_on_continue: bool) -> Result<bool, String> {
     let line = line.trim();
     let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
     let rest = rest.trim();
@@ -487,22 +502,51 @@ fn command(reg: &Registry, line: &str) -> Result<bool, String> {
             if targets.is_empty() {
                 return Err("no debug session matches (see `list`)".into());
             }
-            cast(reg, &targets, &cmd)?;
+            for (s, text) in targets.iter().zip(cast(reg, &targets, &cmd)?) {
+                for line in text.lines() {
+                    println!("[{} {}] {line}", s.actor, s.rank);
+                }
+            }
         }
         "c" | "continue" => {
             let sessions = reg.sessions()?;
             let all: Vec<&Session> = sessions.iter().collect();
             cast(reg, &all, "clear")?;
-            cast(reg, &all, "continue")?;
+            for s in &all {
+                reg.request(proto::INPUT, &[&s.id.to_string(), "continue"])?;
+            }
             println!("Continued {} session(s)", all.len());
+            if leave_on_continue {
+                return Ok(false);
+            }
         }
         other => return Err(format!("unknown command '{other}' (try `help`)")),
     }
     Ok(true)
 }
 
+/// Wait until a session opens that is not in `before`; the sessions
+/// then, or None once the controller cannot be reached (it exited).
+fn wait_for_new(reg: &Registry, before: &[Session]) -> Option<Vec<Session>> {
+    let seen: std::collections::HashSet<u64> = before.iter().map(|s| s.id).collect();
+    loop {
+        std::thread::sleep(WAIT_POLL);
+        let now = reg.sessions().ok()?;
+        if now.iter().any(|s| !seen.contains(&s.id)) {
+            return Some(now);
+        }
+    }
+}
+
 /// `monarch debug`.
 pub fn run(args: &Args) -> ExitCode {
+    if args.wait {
+        // Run by the controller on its terminal: die with the thread that
+        // started this process.
+        // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number has no
+        // memory effects.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    }
     let target = match find_target(args.controller.as_deref()) {
         Ok(t) => t,
         Err(e) => {
@@ -525,13 +569,28 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let sessions = if args.wait {
+        match wait_for_new(&reg, &sessions) {
+            Some(s) => s,
+            None => return ExitCode::from(3),
+        }
+    } else {
+        sessions
+    };
     println!("************************ MONARCH DEBUGGER ************************");
     println!("Controller {}: {} debug session(s).", target.addr, sessions.len());
     println!("Enter 'help' for a list of commands, 'list' to show the sessions.");
+    if args.wait {
+        print_table(&sessions);
+    }
     while let Some(line) = read_line("monarch_dbg> ") {
-        match command(&reg, &line) {
+        match command(&reg, &line, args.wait) {
             Ok(true) => {}
             Ok(false) => return ExitCode::SUCCESS,
+            Err(_) if target.is_gone() => {
+                println!("The controller has exited.");
+                return ExitCode::SUCCESS;
+            }
             Err(e) => println!("error: {e}"),
         }
     }

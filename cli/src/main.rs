@@ -136,7 +136,7 @@ Options:
 const DEBUG_USAGE: &str = "\
 monarch debug: attach to a running job's debugger
 
-Usage: monarch debug [--controller PID|DIR|ADDR]
+Usage: monarch debug [--controller PID|DIR|ADDR] [--wait]
 
 A Python endpoint that calls breakpoint() or pdb.set_trace() in a proc
 pauses its actor (the proc's other actors go on) and opens a debug session
@@ -151,6 +151,9 @@ controller keeps in its socket directory (mode 0600).
 
 Options:
       --controller X  The controller to attach to (PID, directory or address)
+      --wait          Say nothing until a debug session opens that was not
+                      open at start, then start (a Python controller runs
+                      this on its own terminal when it is interactive)
   -h, --help          Print help
 ";
 

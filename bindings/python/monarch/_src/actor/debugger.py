@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import pdb
 import socket
+import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .actor_mesh import _rebuild_actor_mesh
@@ -25,9 +27,11 @@ from .endpoint import ANY_ENDPOINT
 
 ENV_REF = "MONARCH_DEBUG_REF"
 ENV_POSTMORTEM = "MONARCH_DEBUG_POSTMORTEM"
+ENV_TERMINAL = "MONARCH_DEBUG_TERMINAL"
 
 _lock = threading.Lock()
 _registry = None
+_terminal_watched = False
 
 
 def _registry_mesh():
@@ -195,3 +199,36 @@ def install() -> None:
     if "PYTHONBREAKPOINT" not in os.environ:
         sys.breakpointhook = breakpointhook
     pdb.set_trace = _set_trace
+
+
+def watch_terminal(binary: Callable[[], str]) -> None:
+    """In a root controller whose stdin and stdout are a terminal (unless
+    ``MONARCH_DEBUG_TERMINAL=0``): a thread runs ``monarch debug --wait``
+    (``binary()`` is the CLI) on that terminal, so the first breakpoint
+    brings up the debugger there; after ``quit`` it waits for the next
+    new session."""
+    global _terminal_watched
+    with _lock:
+        if _terminal_watched or "MONARCH_CONTROLLER" in os.environ:
+            return
+        _terminal_watched = True
+    if os.environ.get(ENV_TERMINAL, "") == "0":
+        return
+    try:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            return
+        argv = [binary(), "debug", "--controller", str(os.getpid()), "--wait"]
+    except (AttributeError, ValueError, OSError):
+        return
+    threading.Thread(target=_run_terminal_client, args=(argv,), name="monarch-debug-terminal", daemon=True).start()
+
+
+def _run_terminal_client(argv: list[str]) -> None:
+    # The client exits non-zero once the controller cannot be reached, or
+    # by a signal (Ctrl-C reaches the whole terminal's process group).
+    while True:
+        try:
+            if subprocess.run(argv, check=False).returncode != 0:
+                return
+        except OSError:
+            return
