@@ -525,14 +525,18 @@ fn command(reg: &Registry, line: &str, leave_on_continue: bool) -> Result<bool, 
     Ok(true)
 }
 
-/// Wait until a session opens that is not in `before`; the sessions
-/// then, or None once the controller cannot be reached (it exited).
+/// Wait until a session that is not in `before` waits for input; the
+/// sessions then, or None once the controller cannot be reached (it
+/// exited).
 fn wait_for_new(reg: &Registry, before: &[Session]) -> Option<Vec<Session>> {
     let seen: std::collections::HashSet<u64> = before.iter().map(|s| s.id).collect();
     loop {
         std::thread::sleep(WAIT_POLL);
         let now = reg.sessions().ok()?;
-        if now.iter().any(|s| !seen.contains(&s.id)) {
+        if now
+            .iter()
+            .any(|s| !seen.contains(&s.id) && s.state == proto::WAITING)
+        {
             return Some(now);
         }
     }

@@ -46,6 +46,8 @@ struct Session {
     base: u64,
     /// The output offset at the last input (what a client attaching sees).
     input_at: u64,
+    /// The debuggee's process id (for the notice).
+    pid: String,
     inputs: VecDeque<String>,
     /// The debuggee's pending read, answered with the next input.
     read: Option<Event>,
@@ -112,20 +114,11 @@ impl DebugSessions {
                     output: Vec::new(),
                     base: 0,
                     input_at: 0,
+                    pid: text(parts, 4),
                     inputs: VecDeque::new(),
                     read: None,
                     ended: false,
                 };
-                // The controller's terminal hears of it: someone must attach.
-                eprintln!(
-                    "monarch: actor {} rank {} (host {}, pid {}) stopped in the debugger, \
-                     session {id}; attach with `monarch debug --controller {}`",
-                    s.actor,
-                    s.rank,
-                    s.host,
-                    text(parts, 4),
-                    std::process::id()
-                );
                 st.sessions.insert(id, s);
                 Ok(vec![id.to_string().into_bytes()])
             }
@@ -136,6 +129,20 @@ impl DebugSessions {
                     Some(s) => {
                         s.append(parts.get(1).map(Vec::as_slice).unwrap_or_default());
                         let loc = text(parts, 2);
+                        if s.location.is_empty() {
+                            // The controller's terminal hears of it once the
+                            // session waits: someone must attach.
+                            eprintln!(
+                                "monarch: actor {} rank {} (host {}, pid {}) stopped in the \
+                                 debugger at {loc}, session {id}; attach with \
+                                 `monarch debug --controller {}`",
+                                s.actor,
+                                s.rank,
+                                s.host,
+                                s.pid,
+                                std::process::id()
+                            );
+                        }
                         if !loc.is_empty() {
                             s.location = loc;
                         }

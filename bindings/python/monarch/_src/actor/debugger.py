@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .actor_mesh import _rebuild_actor_mesh
-from .context import context
+from .context import ActorInstance, context
 from .endpoint import ANY_ENDPOINT
 
 ENV_REF = "MONARCH_DEBUG_REF"
@@ -62,16 +62,16 @@ def _call(method: str, *parts: str) -> list[str]:
 class _Session:
     """One open session of this actor with the registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, hosted: Any = None) -> None:
         self.id: str | None = None
         self.pending: list[str] = []  # output not sent yet
+        self._hosted = hosted
 
     def open(self) -> None:
-        ctx = context()
-        inst = ctx.actor_instance
+        inst = ActorInstance(self._hosted) if self._hosted is not None else context().actor_instance
         point = inst.rank
         coords = ",".join(f"{k}={point[k]}" for k in point)
-        name = inst.name if inst._hosted is not None else os.environ.get("MONARCH_PROC_RANK", "proc")
+        name = inst.name if inst._hosted is not None else "proc-" + os.environ.get("MONARCH_PROC_RANK", "?")
         (self.id,) = _call("open", name, str(point.rank), coords, socket.gethostname(), str(os.getpid()))
 
     def read(self, location: str) -> str:
@@ -127,8 +127,8 @@ class _Input:
 class RemotePdb(pdb.Pdb):
     """pdb whose terminal is a session with the job's debug registry."""
 
-    def __init__(self) -> None:
-        self.session = _Session()
+    def __init__(self, hosted: Any = None) -> None:
+        self.session = _Session(hosted)
         super().__init__(stdin=_Input(self), stdout=_Output(self.session), nosigint=True)
         self.use_rawinput = False
         self.prompt = "(Pdb) "
@@ -178,10 +178,10 @@ def post_mortem_enabled() -> bool:
     return os.environ.get(ENV_POSTMORTEM, "") not in ("", "0") and ENV_REF in os.environ
 
 
-def post_mortem(exc: BaseException) -> None:
-    """A debug session on the traceback of ``exc`` (it ends when the user
-    continues or quits)."""
-    d = RemotePdb()
+def post_mortem(exc: BaseException, hosted: Any) -> None:
+    """A debug session of actor ``hosted`` on the traceback of ``exc`` (it
+    ends when the user continues or quits)."""
+    d = RemotePdb(hosted)
     d.message(f"Post-mortem debugging of {type(exc).__name__}: {exc}")
     d.reset()
     try:

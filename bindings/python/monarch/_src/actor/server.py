@@ -499,7 +499,7 @@ class Worker:
                     self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 else:
                     if _POST_MORTEM:
-                        post_mortem(exc)
+                        post_mortem(exc, hosted)
                     self._reply_err(ev, exc)
             finally:
                 _event_free(ev)
@@ -573,7 +573,7 @@ class Worker:
                 self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 return
             if _POST_MORTEM and hosted is not None:
-                post_mortem(exc)
+                post_mortem(exc, hosted)
             if not self._wants_reply(ev):
                 sys.stderr.write(
                     f"monarch: endpoint {method.decode()!r} of actor {key.decode()!r} "
