@@ -183,15 +183,19 @@ fn secret(t: &Target) -> Result<String, String> {
         }
     }
     let Some(dir) = &t.dir else {
-        return Err("set MONARCH_JOB_TOKEN to the job secret to reach a controller over TCP".into());
+        return Err(
+            "set MONARCH_JOB_TOKEN to the job secret to reach a controller over TCP".into(),
+        );
     };
     let path = dir.join(proto::SECRET_FILE);
-    std::fs::read_to_string(&path).map(|s| s.trim().to_string()).map_err(|e| {
-        format!(
-            "cannot read the job secret from {} ({e}); set MONARCH_JOB_TOKEN",
-            path.display()
-        )
-    })
+    std::fs::read_to_string(&path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| {
+            format!(
+                "cannot read the job secret from {} ({e}); set MONARCH_JOB_TOKEN",
+                path.display()
+            )
+        })
 }
 
 /// A connection to the registry.
@@ -227,7 +231,9 @@ impl Registry {
             .map_err(|e| e.to_string())?
             .ok_or("no reply future")?;
         if !fut.wait(Some(REQUEST_TIMEOUT)) {
-            return Err(format!("the controller did not answer '{method}' in {REQUEST_TIMEOUT:?}"));
+            return Err(format!(
+                "the controller did not answer '{method}' in {REQUEST_TIMEOUT:?}"
+            ));
         }
         let vm = fut.take().ok_or("no reply")?.map_err(|e| e.to_string())?;
         match vm.values.into_iter().next() {
@@ -250,7 +256,11 @@ impl Registry {
     /// Output of session `id` after `cursor`: (next cursor, state, text).
     fn output(&self, id: u64, cursor: &str) -> Result<(String, String, String), String> {
         let p = self.request(proto::OUTPUT, &[&id.to_string(), cursor])?;
-        let s = |i: usize| p.get(i).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        let s = |i: usize| {
+            p.get(i)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default()
+        };
         Ok((s(0), s(1), s(2)))
     }
 
@@ -368,8 +378,16 @@ fn parse_ranks(spec: &str) -> Result<Vec<std::ops::RangeInclusive<u64>>, String>
             if f.len() > 3 {
                 return Err(format!("bad slice '{item}' in ranks({spec})"));
             }
-            let start = if f[0].trim().is_empty() { 0 } else { num(f[0])? };
-            let stop = if f[1].trim().is_empty() { u64::MAX } else { num(f[1])? };
+            let start = if f[0].trim().is_empty() {
+                0
+            } else {
+                num(f[0])?
+            };
+            let stop = if f[1].trim().is_empty() {
+                u64::MAX
+            } else {
+                num(f[1])?
+            };
             let step = match f.get(2) {
                 Some(s) if !s.trim().is_empty() => num(s)?,
                 _ => 1,
@@ -485,7 +503,9 @@ fn command(reg: &Registry, line: &str, leave_on_continue: bool) -> Result<bool, 
                     let id: u64 = id.parse().map_err(|_| format!("bad session id '{id}'"))?;
                     sessions.iter().find(|s| s.id == id)
                 }
-                [actor, rank] => sessions.iter().find(|s| s.actor == *actor && s.rank == *rank),
+                [actor, rank] => sessions
+                    .iter()
+                    .find(|s| s.actor == *actor && s.rank == *rank),
                 _ => return Err("usage: attach ID | attach ACTOR RANK".into()),
             };
             let s = found.ok_or_else(|| format!("no debug session {rest} (see `list`)"))?;
@@ -569,7 +589,10 @@ pub fn run(args: &Args) -> ExitCode {
     let sessions = match reg.sessions() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("monarch debug: cannot reach the controller at {}: {e}", target.addr);
+            eprintln!(
+                "monarch debug: cannot reach the controller at {}: {e}",
+                target.addr
+            );
             return ExitCode::from(1);
         }
     };
@@ -582,7 +605,11 @@ pub fn run(args: &Args) -> ExitCode {
         sessions
     };
     println!("************************ MONARCH DEBUGGER ************************");
-    println!("Controller {}: {} debug session(s).", target.addr, sessions.len());
+    println!(
+        "Controller {}: {} debug session(s).",
+        target.addr,
+        sessions.len()
+    );
     println!("Enter 'help' for a list of commands, 'list' to show the sessions.");
     if args.wait {
         print_table(&sessions);
@@ -607,7 +634,9 @@ mod tests {
 
     fn ranks(spec: &str) -> Vec<u64> {
         let r = parse_ranks(spec).unwrap();
-        (0..10).filter(|n| r.iter().any(|x| x.contains(n))).collect()
+        (0..10)
+            .filter(|n| r.iter().any(|x| x.contains(n)))
+            .collect()
     }
 
     #[test]

@@ -90,14 +90,19 @@ fn text(parts: &[Vec<u8>], i: usize) -> String {
 
 fn id_of(parts: &[Vec<u8>]) -> Result<u64, String> {
     let s = text(parts, 0);
-    s.parse()
-        .map_err(|_| format!("bad debug session id '{s}'"))
+    s.parse().map_err(|_| format!("bad debug session id '{s}'"))
 }
 
 impl DebugSessions {
     /// Handle `method` with `parts`; `ev` holds where the answer goes.
     /// Returns the answers to send (after the lock is released).
-    fn handle(&self, method: &str, parts: &[Vec<u8>], peer: &str, ev: Event) -> Vec<(Event, Reply)> {
+    fn handle(
+        &self,
+        method: &str,
+        parts: &[Vec<u8>],
+        peer: &str,
+        ev: Event,
+    ) -> Vec<(Event, Reply)> {
         let mut st = self.state.lock();
         let mut out = Vec::new();
         let reply: Reply = match method {
@@ -274,7 +279,12 @@ impl State {
 
 impl Inner {
     /// A Message for [`DEBUG_ACTOR`] from `peer`.
-    pub(super) fn on_debug_message(self: &Arc<Self>, peer: &str, env: &mut Envelope, parts: &[Vec<u8>]) {
+    pub(super) fn on_debug_message(
+        self: &Arc<Self>,
+        peer: &str,
+        env: &mut Envelope,
+        parts: &[Vec<u8>],
+    ) {
         if let Err(why) = self.check_sender(peer, env) {
             self.trust.refused(peer, "debug Message", why);
             return;
