@@ -171,3 +171,35 @@ def test_post_mortem_on_an_endpoint_exception(tmux):
     tmux.send("first", "continue")
     s = tmux.wait("first", "EXIT=")
     assert re.search(r"caught \w+ True", s) and "DONE" in s and "EXIT=0" in s, s
+
+
+def test_breakpoint_in_a_proc_of_a_host_agent_reaches_the_controller():
+    """A proc started by a host agent (over TCP) stops in breakpoint(); a
+    `monarch debug --wait` client of this test's own controller sees it,
+    casts a command to it and continues it. No terminal: the client reads
+    its commands from a pipe."""
+    from debug_prog import Trainer
+    from test_hosts import Agent
+
+    from monarch.job import HostListJob, job_secret
+
+    agent = Agent(job_secret())
+    try:
+        pm = HostListJob([agent.addr]).host_mesh().spawn_procs(per_host={"gpus": 1})
+        trainer = pm.spawn("remote_trainer", Trainer)
+        fut = trainer.step.call_one(5)
+        r = subprocess.run(
+            [monarch_binary(), "debug", "--controller", str(os.getpid()), "--wait"],
+            input="cast remote_trainer ranks(0) p (x, y)\ncontinue\n",
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+        )
+        assert r.returncode == 0, r
+        assert "[remote_trainer 0] (5, 50)" in r.stdout, r.stdout
+        assert "Continued 1 session(s)" in r.stdout, r.stdout
+        assert fut.get(timeout=WAIT_S) == 51
+        pm.stop().get(timeout=WAIT_S)
+    finally:
+        agent.stop()
+        agent.log.close()
