@@ -17,7 +17,11 @@ use crate::wire::Envelope;
 pub use crate::debug_protocol::DEBUG_ACTOR;
 
 /// Output kept per session; older bytes are dropped (cursors stay valid).
-const MAX_OUTPUT: usize = 1 << 20;
+const MAX_OUTPUT: usize = 256 << 10;
+/// Open sessions at most (a bound on the registry's memory).
+const MAX_SESSIONS: usize = 4096;
+/// Lines queued for a session that runs, at most.
+const MAX_QUEUED: usize = 256;
 /// Ended sessions kept so a client still reads their last output.
 const MAX_ENDED: usize = 64;
 
@@ -106,6 +110,9 @@ impl DebugSessions {
         let mut st = self.state.lock();
         let mut out = Vec::new();
         let reply: Reply = match method {
+            proto::OPEN if st.sessions.len() - st.ended.len() >= MAX_SESSIONS => Err(format!(
+                "too many debug sessions ({MAX_SESSIONS} open): continue some first"
+            )),
             proto::OPEN => {
                 st.next_id += 1;
                 let id = st.next_id;
@@ -198,10 +205,18 @@ impl DebugSessions {
                         s.input_at = s.end();
                         let line = text(parts, 1);
                         match s.read.take() {
-                            Some(read) => out.push((read, Ok(vec![line.into_bytes()]))),
-                            None => s.inputs.push_back(line),
+                            Some(read) => {
+                                out.push((read, Ok(vec![line.into_bytes()])));
+                                Ok(Vec::new())
+                            }
+                            None if s.inputs.len() >= MAX_QUEUED => Err(format!(
+                                "debug session {id} has {MAX_QUEUED} lines waiting already"
+                            )),
+                            None => {
+                                s.inputs.push_back(line);
+                                Ok(Vec::new())
+                            }
                         }
-                        Ok(Vec::new())
                     }
                 },
             },
