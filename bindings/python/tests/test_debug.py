@@ -203,3 +203,29 @@ def test_breakpoint_in_a_proc_of_a_host_agent_reaches_the_controller():
     finally:
         agent.stop()
         agent.log.close()
+
+
+def test_a_session_ends_with_its_proc():
+    """Stopping a proc whose actor waits in pdb ends its session (the
+    caller's call fails as for any stopped proc)."""
+    from debug_prog import Trainer
+
+    from monarch.actor import this_host
+
+    pm = this_host().spawn_procs(per_host={"gpus": 1})
+    fut = pm.spawn("doomed", Trainer).step.call_one(1)
+    client = [monarch_binary(), "debug", "--controller", str(os.getpid())]
+    r = subprocess.run(client + ["--wait"], input="quit\n", capture_output=True, text=True, timeout=WAIT_S)
+    assert r.returncode == 0 and re.search(r"doomed\s+0\s+gpus=0", r.stdout), r
+    pm.stop().get(timeout=WAIT_S)
+    with pytest.raises(Exception):
+        fut.get(timeout=WAIT_S)
+    # The controller hears of the proc's exit on its own thread: look again
+    # until the session is gone.
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        r = subprocess.run(client, input="list\n", capture_output=True, text=True, timeout=WAIT_S)
+        if "no debug sessions" in r.stdout:
+            break
+        assert time.monotonic() < deadline, r.stdout
+        time.sleep(0.1)

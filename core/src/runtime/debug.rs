@@ -249,8 +249,9 @@ impl DebugSessions {
         out
     }
 
-    /// The sessions of the proc at `addr` end (the proc is gone).
-    pub(super) fn proc_lost(&self, addr: &str) {
+    /// The sessions of the proc at `addr` end (it is gone or cannot be
+    /// reached); returns their pending reads.
+    fn proc_lost(&self, addr: &str) -> Vec<Event> {
         let mut st = self.state.lock();
         let ids: Vec<u64> = st
             .sessions
@@ -258,13 +259,14 @@ impl DebugSessions {
             .filter(|(_, s)| !s.ended && s.proc_addr == addr)
             .map(|(id, _)| *id)
             .collect();
+        let mut reads = Vec::new();
         for id in ids {
             if let Some(s) = st.sessions.get_mut(&id) {
                 s.append(b"\n(the proc of this session is gone)\n");
             }
-            // A pending read of a lost proc has nobody to answer: dropped.
-            drop(st.end_session(id));
+            reads.extend(st.end_session(id).into_iter().map(|(ev, _)| ev));
         }
+        reads
     }
 }
 
@@ -293,6 +295,17 @@ impl State {
 }
 
 impl Inner {
+    /// The proc at `addr` is gone or unreachable: its debug sessions end.
+    /// A pending read is answered (with an error) only while a connection
+    /// to the proc is open, so a dead peer costs no connection attempt.
+    pub(super) fn end_debug_sessions_of(&self, addr: &str) {
+        for mut ev in self.debug.proc_lost(addr) {
+            if self.peers.contains(addr) {
+                let _ = ev.reply(Err(("the debug session ended: its proc was lost", &[])));
+            }
+        }
+    }
+
     /// A Message for [`DEBUG_ACTOR`] from `peer`.
     pub(super) fn on_debug_message(
         self: &Arc<Self>,

@@ -85,7 +85,6 @@ impl Inner {
     /// saying in words: unless it was being stopped, its rank of every
     /// proc mesh holding it has failed (idempotent).
     fn proc_failed(&self, addr: &str, cause: FailureCause, code: i32, how: &str) {
-        self.debug.proc_lost(addr);
         if self.is_stopping(addr) {
             return;
         }
@@ -142,6 +141,7 @@ impl Inner {
     /// Fail the reply slots `peer` owed (ours and our relays'), `why`
     /// saying how it was lost.
     pub(super) fn fail_peer_slots(&self, peer: &str, why: &str) {
+        self.end_debug_sessions_of(peer);
         let owed = self.ports.owed_by(peer);
         // Routes avoid lost procs; a proc being stopped (its mesh is going
         // away) is not recorded, so the set holds only failed procs of
