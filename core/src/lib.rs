@@ -37,6 +37,8 @@ pub mod auth;
 pub mod completion;
 mod conn;
 pub mod debug_protocol;
+#[cfg(test)]
+mod debug_tests;
 pub mod error;
 mod eventfd;
 pub mod frame;

@@ -53,8 +53,6 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 #[cfg(test)]
 mod connect_tests;
 #[cfg(test)]
-mod debug_tests;
-#[cfg(test)]
 mod empty_key_tests;
 mod setup_errors;
 #[cfg(test)]

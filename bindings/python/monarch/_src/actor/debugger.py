@@ -8,21 +8,21 @@ The debugger's output is sent with each read of its next input line; the
 actor's thread waits in that read until a client types a line. With
 ``MONARCH_DEBUG_POSTMORTEM=1`` an endpoint that raises opens a post-mortem
 session on its traceback before the caller gets the error.
+
+This module is what every worker imports: pdb itself, and ``RemotePdb``
+(``remote_pdb``), are imported when an actor first stops. ``pdb.set_trace``
+is replaced when a program first imports pdb (``_PdbImport``).
 """
 
 from __future__ import annotations
 
 import os
-import pdb
-import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from .actor_mesh import _rebuild_actor_mesh
-from .context import ActorInstance, context
 from .endpoint import ANY_ENDPOINT
 
 ENV_REF = "MONARCH_DEBUG_REF"
@@ -34,7 +34,7 @@ _registry = None
 _terminal_watched = False
 
 
-def _registry_mesh():
+def registry_mesh():
     """The registry's (native, one-point) actor mesh; None when this proc
     was not given one."""
     global _registry
@@ -49,126 +49,26 @@ def _registry_mesh():
         return _registry
 
 
-def _call(method: str, *parts: str) -> list[str]:
-    """A request to the registry; its reply's parts as text."""
-    r = _registry_mesh().endpoint(method).call_one(*(p.encode("utf-8", "replace") for p in parts)).get()
-    if r is None:
-        return []
-    if isinstance(r, tuple):
-        return [bytes(p).decode("utf-8", "replace") for p in r]
-    return [bytes(r).decode("utf-8", "replace")]
-
-
-class _Session:
-    """One open session of this actor with the registry."""
-
-    def __init__(self, hosted: Any = None) -> None:
-        self.id: str | None = None
-        self.pending: list[str] = []  # output not sent yet
-        self._hosted = hosted
-
-    def open(self) -> None:
-        inst = ActorInstance(self._hosted) if self._hosted is not None else context().actor_instance
-        point = inst.rank
-        coords = ",".join(f"{k}={point[k]}" for k in point)
-        name = inst.name if inst._hosted is not None else "proc-" + os.environ.get("MONARCH_PROC_RANK", "?")
-        (self.id,) = _call("open", name, str(point.rank), coords, socket.gethostname(), str(os.getpid()))
-
-    def read(self, location: str) -> str:
-        if self.id is None:
-            self.open()
-        out, self.pending = "".join(self.pending), []
-        (line,) = _call("read", self.id, out, location)
-        return line
-
-    def close(self) -> None:
-        if self.id is None:
-            return
-        out, self.pending = "".join(self.pending), []
-        sid, self.id = self.id, None
-        _call("close", sid, out)
-
-
-class _Output:
-    """The debugger's stdout: kept until its next read."""
-
-    def __init__(self, session: _Session) -> None:
-        self._s = session
-
-    def write(self, s: str) -> int:
-        self._s.pending.append(s)
-        return len(s)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-class _Input:
-    """The debugger's stdin: each line comes from the registry."""
-
-    def __init__(self, debugger: RemotePdb) -> None:
-        self._d = debugger
-
-    def readline(self) -> str:
-        d = self._d
-        f = d.curframe
-        where = f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})" if f is not None else ""
-        try:
-            return d.session.read(where) + "\n"
-        except Exception as e:  # noqa: BLE001 - the registry is gone: run on
-            sys.stderr.write(f"monarch: debug session lost ({e}); the actor continues\n")
-            d.session.id = None
-            return "continue\n"
-
-
-class RemotePdb(pdb.Pdb):
-    """pdb whose terminal is a session with the job's debug registry."""
-
-    def __init__(self, hosted: Any = None) -> None:
-        self.session = _Session(hosted)
-        super().__init__(stdin=_Input(self), stdout=_Output(self.session), nosigint=True)
-        self.use_rawinput = False
-        self.prompt = "(Pdb) "
-
-    def do_clear(self, arg: str) -> Any:
-        # Without arguments pdb asks for confirmation on the real stdin.
-        if not arg:
-            self.clear_all_breaks()
-            return None
-        return super().do_clear(arg)
-
-    def set_continue(self) -> None:
-        super().set_continue()
-        self._end()
-
-    def set_quit(self) -> None:
-        super().set_quit()
-        self._end()
-
-    def _end(self) -> None:
-        try:
-            self.session.close()
-        except Exception as e:  # noqa: BLE001 - the actor runs on anyway
-            sys.stderr.write(f"monarch: could not close the debug session: {e}\n")
-
-
 def breakpointhook(*args: Any, **kwargs: Any) -> None:
     """``sys.breakpointhook`` of a worker proc (``pdb.set_trace`` too)."""
     frame = sys._getframe(1)
-    if _registry_mesh() is None:
+    registry = registry_mesh()
+    if registry is None:
         sys.stderr.write("monarch: breakpoint() ignored: this proc has no debug registry\n")
         return
-    RemotePdb().set_trace(frame)
+    from .remote_pdb import RemotePdb
+
+    RemotePdb(registry).set_trace(frame)
 
 
 def _set_trace(*, header: str | None = None) -> None:
-    if _registry_mesh() is None:
+    registry = registry_mesh()
+    if registry is None:
         sys.stderr.write("monarch: pdb.set_trace() ignored: this proc has no debug registry\n")
         return
-    d = RemotePdb()
+    from .remote_pdb import RemotePdb
+
+    d = RemotePdb(registry)
     if header is not None:
         d.message(header)
     d.set_trace(sys._getframe(1))
@@ -181,14 +81,41 @@ def post_mortem_enabled() -> bool:
 def post_mortem(exc: BaseException, hosted: Any) -> None:
     """A debug session of actor ``hosted`` on the traceback of ``exc`` (it
     ends when the user continues or quits)."""
-    d = RemotePdb(hosted)
+    from .remote_pdb import RemotePdb
+
+    d = RemotePdb(registry_mesh(), hosted)
     d.message(f"Post-mortem debugging of {type(exc).__name__}: {exc}")
     d.reset()
     try:
         d.interaction(None, exc.__traceback__)
     except Exception as e:  # noqa: BLE001 - the caller gets the endpoint's error anyway
         sys.stderr.write(f"monarch: post-mortem session failed: {e}\n")
-    d._end()
+    d.end_session()
+
+
+class _PdbImport:
+    """A ``sys.meta_path`` finder that, once, lets pdb load as usual and
+    then replaces its ``set_trace`` (so a worker does not import pdb unless
+    its program does)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "pdb":
+            return None
+        sys.meta_path.remove(_PdbImport)
+        import importlib.util
+
+        spec = importlib.util.find_spec("pdb")
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            load(module)
+            module.set_trace = _set_trace
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def install() -> None:
@@ -198,7 +125,11 @@ def install() -> None:
         return
     if "PYTHONBREAKPOINT" not in os.environ:
         sys.breakpointhook = breakpointhook
-    pdb.set_trace = _set_trace
+    pdb = sys.modules.get("pdb")
+    if pdb is not None:
+        pdb.set_trace = _set_trace
+    else:
+        sys.meta_path.insert(0, _PdbImport)
 
 
 def watch_terminal(binary: Callable[[], str]) -> None:
@@ -226,6 +157,8 @@ def watch_terminal(binary: Callable[[], str]) -> None:
 def _run_terminal_client(argv: list[str]) -> None:
     # The client exits non-zero once the controller cannot be reached, or
     # by a signal (Ctrl-C reaches the whole terminal's process group).
+    import subprocess
+
     while True:
         try:
             if subprocess.run(argv, check=False).returncode != 0:

@@ -1,6 +1,7 @@
 //! The debug registry's protocol between real runtimes over TCP: a
 //! debuggee opens a session and waits in a read, a client lists it, reads
 //! its output and sends the line that answers the read; the session ends.
+//! At the crate's top: it drives meshes and the runtime.
 
 use std::time::{Duration, Instant};
 
