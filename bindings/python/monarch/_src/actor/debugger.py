@@ -80,7 +80,10 @@ def post_mortem_enabled() -> bool:
 
 def post_mortem(exc: BaseException, hosted: Any) -> None:
     """A debug session of actor ``hosted`` on the traceback of ``exc`` (it
-    ends when the user continues or quits)."""
+    ends when the user continues or quits). Not for pdb's own ``quit``."""
+    bdb = sys.modules.get("bdb")
+    if bdb is not None and isinstance(exc, bdb.BdbQuit):
+        return
     from .remote_pdb import RemotePdb
 
     d = RemotePdb(registry_mesh(), hosted)
