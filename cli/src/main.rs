@@ -6,9 +6,11 @@
 //!   [`plugin`]).
 //! - `monarch host`: the host agent (see [`host`]).
 //! - `monarch secret`: print a fresh job secret.
+//! - `monarch debug`: the client of a job's remote debugger (see [`debug`]).
 
 mod actor_threads;
 mod answer;
+mod debug;
 mod host;
 mod plugin;
 mod worker;
@@ -27,6 +29,8 @@ Commands:
   host      Run a host agent: start procs on this machine for remote
             controllers
   secret    Print a fresh job secret (256 random bits as 64 hex digits)
+  debug     Attach to a running job's debugger: list the actors stopped in
+            breakpoint(), attach to one, send pdb commands to several
   help      Print this message, or the help of a command
 
 Options:
@@ -129,6 +133,30 @@ Options:
   -h, --help  Print help
 ";
 
+const DEBUG_USAGE: &str = "\
+monarch debug: attach to a running job's debugger
+
+Usage: monarch debug [--controller PID|DIR|ADDR] [--wait]
+
+A Python endpoint that calls breakpoint() or pdb.set_trace() in a proc
+pauses its actor (the proc's other actors go on) and opens a debug session
+with the job's root controller. This command lists those sessions and
+relays pdb commands to them; it reads its commands from stdin (type `help`).
+
+Which controller: --controller names its process id, its socket directory
+(/tmp/monarch-<uid>/<pid>-<random>) or its address (unix:PATH or
+tcp:IP:PORT); without it, the only running controller of this user. The
+job secret is MONARCH_JOB_TOKEN when set, else the file job.secret the
+controller keeps in its socket directory (mode 0600).
+
+Options:
+      --controller X  The controller to attach to (PID, directory or address)
+      --wait          Say nothing until a debug session opens that was not
+                      open at start, then start (a Python controller runs
+                      this on its own terminal when it is interactive)
+  -h, --help          Print help
+";
+
 /// `monarch secret`: one fresh secret on stdout.
 fn print_secret(args: &[String]) -> ExitCode {
     if let Some(a) = args.first() {
@@ -217,6 +245,10 @@ fn main() -> ExitCode {
                 print!("{SECRET_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("debug") => {
+                print!("{DEBUG_USAGE}");
+                ExitCode::SUCCESS
+            }
             Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
         },
         "worker" => {
@@ -249,6 +281,18 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             print_secret(rest)
+        }
+        "debug" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{DEBUG_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            let args = match debug::parse_args(rest) {
+                Ok(a) => a,
+                Err(msg) => return usage_error(&msg, DEBUG_USAGE),
+            };
+            init_logging();
+            debug::run(&args)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }
