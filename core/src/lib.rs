@@ -42,6 +42,7 @@ pub mod frame;
 pub mod future;
 pub mod geometry;
 mod host;
+pub mod introspect;
 pub mod limits;
 pub mod local;
 pub mod logfiles;

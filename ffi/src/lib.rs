@@ -25,6 +25,7 @@ mod status;
 mod view;
 
 mod runtime;
+mod introspect;
 
 mod future;
 mod value_mesh;
