@@ -67,15 +67,13 @@ def test_queue_depth_counts_a_running_handler():
         seen = None
         for _ in range(600):
             snap = introspect.introspect(timeout=30)
-            (_, a), = _mine(snap, name)
+            ((_, a),) = _mine(snap, name)
             if a.queue_depth == 1:
                 seen = a
                 break
         assert seen is not None, "the held message was never counted as waiting"
         assert seen.messages == 1
-        procs.stop().get(timeout=60)
-        with pytest.raises(Exception):
-            held.get(timeout=60)
+        del held
     finally:
         procs.stop().get(timeout=60)
 
