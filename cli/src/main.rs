@@ -6,11 +6,15 @@
 //!   [`plugin`]).
 //! - `monarch host`: the host agent (see [`host`]).
 //! - `monarch secret`: print a fresh job secret.
+//! - `monarch top`: a live view of a running controller's job (see [`top`]).
 
 mod actor_threads;
 mod answer;
 mod host;
 mod plugin;
+mod top;
+mod top_rows;
+mod top_ui;
 mod worker;
 
 use std::process::ExitCode;
@@ -27,6 +31,7 @@ Commands:
   host      Run a host agent: start procs on this machine for remote
             controllers
   secret    Print a fresh job secret (256 random bits as 64 hex digits)
+  top       Show a running controller's hosts, procs and actors, live
   help      Print this message, or the help of a command
 
 Options:
@@ -146,6 +151,31 @@ fn print_secret(args: &[String]) -> ExitCode {
     }
 }
 
+const TOP_USAGE: &str = "\
+monarch top: a live view of a running controller's job
+
+Usage: monarch top [--controller ADDR] [--interval SECONDS] [--once]
+
+Shows the controller's hosts, procs and actors as a tree with each one's
+state and counters (messages, errors, queue depth, time in handlers),
+refreshed every --interval seconds (default 1).
+
+Without --controller, attaches to the one controller of this user running
+on this host (its socket under $MONARCH_SOCKET_DIR or /tmp, monarch-<uid>/).
+The job secret is $MONARCH_JOB_TOKEN when set, else the job.secret file
+beside the controller's socket.
+
+Keys: up/down select, e an actor's last error (or a proc's failure),
+s dump the selected Python proc's stacks (py-spy when installed, else
+faulthandler on SIGUSR1), x stop the selected mesh (asks first),
+r refresh now, q quit.
+
+Options:
+  --controller ADDR    the controller's address (unix:PATH or tcp:IP:PORT)
+  --interval SECONDS   refresh period, 0.1 to 3600 (default 1)
+  --once               print one snapshot as text and exit
+";
+
 fn init_logging() {
     let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt()
@@ -217,6 +247,10 @@ fn main() -> ExitCode {
                 print!("{SECRET_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("top") => {
+                print!("{TOP_USAGE}");
+                ExitCode::SUCCESS
+            }
             Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
         },
         "worker" => {
@@ -249,6 +283,18 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             print_secret(rest)
+        }
+        "top" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{TOP_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            let args = match top::parse_args(rest) {
+                Ok(a) => a,
+                Err(msg) => return usage_error(&msg, TOP_USAGE),
+            };
+            init_logging();
+            top::run(&args)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }

@@ -90,6 +90,18 @@ pub struct Introspection {
     pub meshes: Vec<MeshInfo>,
 }
 
+/// This machine's host name ("" when it cannot be read).
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
 /// The name of a state, as `monarch top` and the docs write it.
 pub fn state_name(s: EntityState) -> &'static str {
     match s {

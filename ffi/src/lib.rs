@@ -24,8 +24,8 @@ mod handles;
 mod status;
 mod view;
 
-mod runtime;
 mod introspect;
+mod runtime;
 
 mod future;
 mod value_mesh;

@@ -18,7 +18,10 @@ class Probe(Actor):
         raise ValueError("probe exploded")
 
     @endpoint
-    def hold(self, seconds: float):
+    def hold(self, seconds: float, started: str = ""):
         # Blocks until `seconds` pass: a handler the snapshot sees running.
+        # Creates the file `started` (when given) once it runs.
+        if started:
+            open(started, "w").close()
         self.release.wait(seconds)
         return "held"

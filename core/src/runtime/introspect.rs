@@ -23,7 +23,7 @@ use super::{ActorState, Inner, Runtime};
 use crate::conn::Defer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
-use crate::introspect::{ActorInfo, EntityState, Introspection, MeshInfo, ProcInfo};
+use crate::introspect::{host_name, ActorInfo, EntityState, Introspection, MeshInfo, ProcInfo};
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
@@ -35,18 +35,6 @@ const STOP_MESH: &str = "stop_mesh";
 
 /// How long a proc mesh stopped from `stop_mesh` has to exit cleanly.
 const STOP_GRACE: Duration = Duration::from_secs(5);
-
-/// This machine's host name ("" when it cannot be read).
-pub(super) fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is writable for its whole length.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
 
 fn entity_state(s: &ActorState) -> EntityState {
     match s {
