@@ -33,7 +33,7 @@ CARGO_PROFILE := --release
 # procs of this run (see scripts/check-orphans.sh).
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
-.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool julia test-julia demo test lint fmt bench \
+.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool tmux-tool julia test-julia demo test lint fmt bench \
 	check-cargo clean distclean \
 	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests bench-supervision
 
@@ -120,6 +120,10 @@ julia:
 test-julia: julia build
 	timeout 300 $(JULIA) bindings/julia/test/runtests.jl
 	@for f in $(JULIA_EXAMPLES); do echo "$(JULIA) $$f"; timeout 180 $(JULIA) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
+
+# `monarch top` is tested by driving it in tmux (bindings/python/tests/test_top.py).
+tmux-tool:
+	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; }
 
 # A fresh machine may lack pkg-config (used by test-install).
 pkg-config-tool:
@@ -214,7 +218,7 @@ fmt: venv check-cargo
 	$(VENV)/bin/ruff format examples scripts
 
 test: export MONARCH_ORPHAN_TAG := $(ORPHAN_TAG)
-test: venv build install julia
+test: venv build install julia tmux-tool
 	$(CARGO) fmt --all -- --check
 	$(VENV)/bin/ruff check
 	$(MODULE_CYCLES)
