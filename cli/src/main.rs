@@ -14,6 +14,7 @@ mod host;
 mod plugin;
 mod top;
 mod top_rows;
+mod top_session;
 mod top_ui;
 mod worker;
 

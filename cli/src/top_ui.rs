@@ -17,8 +17,8 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::{Frame, Terminal};
 
-use crate::top::{self, Session};
 use crate::top_rows::{self, Item, HEADER};
+use crate::top_session::{self as top, Session};
 
 const KEYS: &str = "up/down select  e last error  s stacks  x stop mesh  r refresh  q quit";
 
