@@ -11,7 +11,7 @@ use monarch_core::Runtime;
 use crate::top_rows::{self, Item};
 
 /// How long one request to the controller may take.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the UI asks of the controller.
 pub struct Session {

@@ -5,6 +5,7 @@ stopping a mesh by its name."""
 
 import os
 import socket
+import time
 import uuid
 
 import pytest
@@ -65,12 +66,12 @@ def test_queue_depth_counts_a_running_handler():
         held = probe.hold.call_one(60.0)
         # The runtime answers introspection itself, so a busy actor is seen.
         seen = None
-        for _ in range(600):
+        deadline = time.monotonic() + 60
+        while seen is None and time.monotonic() < deadline:
             snap = introspect.introspect(timeout=30)
             ((_, a),) = _mine(snap, name)
             if a.queue_depth == 1:
                 seen = a
-                break
         assert seen is not None, "the held message was never counted as waiting"
         assert seen.messages == 1
         del held
