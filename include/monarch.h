@@ -1047,6 +1047,37 @@ monarch_status monarch_slurm_job_stop(const struct monarch_slurm_job *job);
 // Host mesh handles taken from it stay valid to free. NULL is a no-op.
 monarch_status monarch_slurm_job_free(struct monarch_slurm_job *job);
 
+/* ------------------------------------------------------------------------
+ * Introspection: the job's procs, actors and meshes
+ */
+
+// Write a snapshot of this process's job to `*out`/`*out_len` as a
+// `monarch.schema.Introspection` flatbuffer (`core/schema/monarch.fbs`):
+// this process first, then every proc it started, each with its address,
+// host name, pid, proc mesh and rank, state (`EntityState`: starting,
+// ready, failed, stopped) and failure report, and the actors it hosts
+// with their counters (messages answered, errors, queue depth, time in
+// handlers as a histogram, last error); then the meshes it spawned with
+// their state. Every ready proc is asked for its actors; the call waits
+// up to `timeout_ms` (>= 0) in all for their answers, and a proc that did
+// not answer in time is listed with `answered` false and no actors.
+//
+// The buffer is allocated by libmonarch and owned by the caller: free it
+// with `monarch_buffer_free(*out, *out_len)`. Returns
+// `MONARCH_ERR_STOPPED` once the runtime was shut down.
+monarch_status monarch_runtime_introspect(const struct monarch_runtime *rt,
+                                          int64_t timeout_ms,
+                                          uint8_t **out,
+                                          size_t *out_len);
+
+// Stop mesh `name` (as named in a `monarch_runtime_introspect`
+// snapshot) that this process spawned: a proc mesh's procs are asked to
+// stop and killed after 5 s; an actor mesh's actors are stopped (their
+// procs keep running). Returns once the procs of a proc mesh have exited.
+// `MONARCH_ERR_INVALID_ARGUMENT` when no mesh has that name. The string is
+// copied.
+monarch_status monarch_runtime_stop_mesh(const struct monarch_runtime *rt, const char *name);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -187,7 +187,7 @@ fn secret(t: &Target) -> Result<String, String> {
             "set MONARCH_JOB_TOKEN to the job secret to reach a controller over TCP".into(),
         );
     };
-    let path = dir.join(proto::SECRET_FILE);
+    let path = dir.join(monarch_core::runtime::SECRET_FILE);
     std::fs::read_to_string(&path)
         .map(|s| s.trim().to_string())
         .map_err(|e| {

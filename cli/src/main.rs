@@ -7,12 +7,17 @@
 //! - `monarch host`: the host agent (see [`host`]).
 //! - `monarch secret`: print a fresh job secret.
 //! - `monarch debug`: the client of a job's remote debugger (see [`debug`]).
+//! - `monarch top`: a live view of a running controller's job (see [`top`]).
 
 mod actor_threads;
 mod answer;
 mod debug;
 mod host;
 mod plugin;
+mod top;
+mod top_rows;
+mod top_session;
+mod top_ui;
 mod worker;
 
 use std::process::ExitCode;
@@ -30,7 +35,8 @@ Commands:
             controllers
   secret    Print a fresh job secret (256 random bits as 64 hex digits)
   debug     Attach to a running job's debugger: list the actors stopped in
-            breakpoint(), attach to one, send pdb commands to several
+            breakpoint(), attach to one, send pdb commands to several ranks
+  top       Show a running controller's hosts, procs and actors, live
   help      Print this message, or the help of a command
 
 Options:
@@ -174,6 +180,31 @@ fn print_secret(args: &[String]) -> ExitCode {
     }
 }
 
+const TOP_USAGE: &str = "\
+monarch top: a live view of a running controller's job
+
+Usage: monarch top [--controller ADDR] [--interval SECONDS] [--once]
+
+Shows the controller's hosts, procs and actors as a tree with each one's
+state and counters (messages, errors, queue depth, time in handlers),
+refreshed every --interval seconds (default 1).
+
+Without --controller, attaches to the one controller of this user running
+on this host (its socket under $MONARCH_SOCKET_DIR or /tmp, monarch-<uid>/).
+The job secret is $MONARCH_JOB_TOKEN when set, else the job.secret file
+beside the controller's socket.
+
+Keys: up/down select, e an actor's last error (or a proc's failure),
+s dump the selected Python proc's stacks (py-spy when installed, else
+faulthandler on SIGUSR1), x stop the selected mesh (asks first),
+r refresh now, q quit.
+
+Options:
+  --controller ADDR    the controller's address (unix:PATH or tcp:IP:PORT)
+  --interval SECONDS   refresh period, 0.1 to 3600 (default 1)
+  --once               print one snapshot as text and exit
+";
+
 fn init_logging() {
     let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt()
@@ -249,6 +280,10 @@ fn main() -> ExitCode {
                 print!("{DEBUG_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("top") => {
+                print!("{TOP_USAGE}");
+                ExitCode::SUCCESS
+            }
             Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
         },
         "worker" => {
@@ -293,6 +328,18 @@ fn main() -> ExitCode {
             };
             init_logging();
             debug::run(&args)
+        }
+        "top" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{TOP_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            let args = match top::parse_args(rest) {
+                Ok(a) => a,
+                Err(msg) => return usage_error(&msg, TOP_USAGE),
+            };
+            init_logging();
+            top::run(&args)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }

@@ -25,10 +25,6 @@ pub const DEBUG_ACTOR: &str = "__monarch_debug__";
 /// The environment variable holding the registry's actor mesh reference
 /// (hex of an encoded `ActorMeshRef`).
 pub const ENV_DEBUG_REF: &str = "MONARCH_DEBUG_REF";
-/// The file in a controller's socket directory holding the job secret,
-/// written (mode 0600) when the controller drew the secret itself, so a
-/// client of the same user can authenticate.
-pub const SECRET_FILE: &str = "job.secret";
 
 /// A debuggee opens a session.
 pub const OPEN: &str = "open";

@@ -45,6 +45,7 @@ pub mod frame;
 pub mod future;
 pub mod geometry;
 mod host;
+pub mod introspect;
 pub mod limits;
 pub mod local;
 pub mod logfiles;

@@ -34,12 +34,14 @@ mod actors;
 pub(crate) mod cast;
 mod children;
 mod debug;
+mod counters;
 mod dispatch;
 mod events;
 mod failures;
 mod handshakes;
 mod heartbeat;
 mod identity;
+mod introspect;
 mod io;
 mod links;
 mod listeners;
@@ -47,6 +49,7 @@ mod peers;
 mod ports;
 use actors::ActorState;
 pub use events::{Event, EventKind};
+pub use introspect::INTROSPECT_ACTOR;
 pub use ports::PortReceiver;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
@@ -211,20 +214,6 @@ thread_local! {
     static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
 }
 
-/// Write the job secret to `path`, readable by this user only.
-fn write_secret_file(path: &std::path::Path, secret: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| Error::io(&format!("cannot create {}", path.display()), e))?;
-    f.write_all(secret.as_bytes())
-        .map_err(|e| Error::io(&format!("cannot write {}", path.display()), e))
-}
-
 /// 128 random bits as hex (socket directory names).
 fn random_hex() -> Result<String> {
     crate::random::hex128().map_err(|e| Error::io("no random bytes from the kernel", e))
@@ -267,14 +256,10 @@ impl Runtime {
                         crate::secret::check(&t, ENV_JOB_TOKEN)?;
                         t
                     }
-                    _ => {
-                        let t = crate::secret::generate()
-                            .map_err(|e| Error::io("no random bytes from the kernel", e))?;
-                        // For a debug client of the same user (`monarch debug`).
-                        write_secret_file(&dir.path.join(crate::debug_protocol::SECRET_FILE), &t)?;
-                        t
-                    }
+                    _ => crate::secret::generate()
+                        .map_err(|e| Error::io("no random bytes from the kernel", e))?,
                 };
+                write_secret_file(&dir.path, &token)?;
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
         }
@@ -636,7 +621,7 @@ impl Runtime {
                         q.len(Ordering::SeqCst) > 0 || self.inner.lifecycle.is_stopped()
                     });
             }
-            let ev = match q.pop() {
+            let mut ev = match q.pop() {
                 Some(ev) => ev,
                 None => {
                     if self.inner.lifecycle.is_stopped() {
@@ -657,9 +642,14 @@ impl Runtime {
             if ev.kind == EventKind::Message {
                 let state = self.inner.actors.state(&ev.actor);
                 if let Some(ActorState::Failed(report)) = state {
-                    let mut ev = ev;
+                    if let Some(c) = ev.counters.take() {
+                        c.withdrawn();
+                    }
                     let _ = self.inner.answer(&mut ev, Err((&report, &[])));
                     continue;
+                }
+                if ev.counters.is_some() {
+                    ev.taken = Some(Instant::now());
                 }
             }
             return Ok(ev);
@@ -778,6 +768,24 @@ impl Runtime {
             Ok(())
         }
     }
+}
+
+/// The file beside a controller's socket holding its job secret (mode
+/// 0600 in the 0700 socket directory), so the user's tools on this host
+/// (`monarch top`, `monarch debug`) can attach to it.
+pub const SECRET_FILE: &str = "job.secret";
+
+fn write_secret_file(dir: &std::path::Path, token: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(SECRET_FILE);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(token.as_bytes()))
+        .map_err(|e| Error::io(&format!("writing {}", path.display()), e))
 }
 
 fn hash_addr(addr: &str) -> u64 {

@@ -24,6 +24,7 @@ mod handles;
 mod status;
 mod view;
 
+mod introspect;
 mod runtime;
 
 mod future;

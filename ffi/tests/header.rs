@@ -36,6 +36,10 @@ const SECTIONS: &[(&str, &str)] = &[
     ),
     ("rdma", "monarch_rdma_buffer: the data plane"),
     ("slurm", "monarch_slurm_job: the SLURM allocator"),
+    (
+        "introspect",
+        "Introspection: the job's procs, actors and meshes",
+    ),
 ];
 
 const CPP_OPEN: &str = "#ifdef __cplusplus\nextern \"C\" {\n#endif // __cplusplus";

@@ -40,6 +40,7 @@ const std::map<std::string, std::function<void()>> tests = {
     {"actor_supervise", test_actor_supervise}, {"schema", test_schema},
     {"undeliverable_reply", test_undeliverable_reply},
     {"actor_workers", test_actor_workers},
+    {"introspect", test_introspect},
 };
 
 }  // namespace

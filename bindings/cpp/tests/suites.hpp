@@ -33,6 +33,8 @@ void test_schema();
 void test_undeliverable_reply();
 // test_actor_workers.cpp
 void test_actor_workers();
+// test_introspect.cpp
+void test_introspect();
 
 }  // namespace cpp_test
 

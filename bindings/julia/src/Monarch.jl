@@ -7,7 +7,8 @@ SupervisionEvent tables), `runtime.jl` (lifetime and the notification fd),
 `futures.jl`, `values.jl` (ValueMesh), `views.jl` (slicing shared by every
 mesh), `procs.jl` (host and proc meshes), `actors.jl` (actor meshes and
 calls), `endpoints.jl` (declaring a type's endpoints), `ports.jl`,
-`hosted.jl` (handling an actor's events), `worker.jl` (serving actors, one task each), `rdma.jl`.
+`hosted.jl` (handling an actor's events), `worker.jl` (serving actors, one task each), `rdma.jl`,
+`introspect.jl` (the job's procs, actors and meshes).
 """
 module Monarch
 
@@ -19,7 +20,8 @@ export Runtime, shutdown, this_host, this_proc, spawn_procs, attach_hosts, slurm
     ActorMesh, Endpoint, spawn, spawn_native, call, call_one, choose, stream, stop, Future, ValueMesh,
     Point, slice, flatten, rename, sizes, labels, open_port, PortRef, PortReceiver, send, send_parts, send_error, recv,
     MonarchError, ActorError, SupervisionError, SupervisionEvent, next_supervision_event, @endpoint,
-    serve_if_worker, current_rank, ActorFailure, to_ref, proc_mesh_from_ref, RDMABuffer, RDMADescriptor, descriptor, read_into!, write_from!, TimeoutError
+    serve_if_worker, current_rank, ActorFailure, to_ref, proc_mesh_from_ref, RDMABuffer, RDMADescriptor, descriptor, read_into!, write_from!, TimeoutError,
+    introspect, stop_mesh, JobSnapshot
 
 include("library.jl")
 include("errors.jl")
@@ -35,6 +37,7 @@ include("ports.jl")
 include("hosted.jl")
 include("worker.jl")
 include("rdma.jl")
+include("introspect.jl")
 
 function __init__()
     load_library!()

@@ -320,6 +320,33 @@ end
         @test_throws ArgumentError RDMABuffer(UInt8[])
     end
 
+    @testset "introspection" begin
+        c = spawn(procs, "introspected", Counter)
+        for _ in 1:3
+            fetch(call(c.incr); timeout = 120)
+        end
+        @test_throws ActorError fetch(call_one(slice(c; gpus = 1).fail, "counted failure"); timeout = 120)
+        snap = Monarch.introspect(; timeout = 30)
+        @test snap isa Monarch.JobSnapshot
+        @test snap.procs[1].addr == snap.controller && snap.procs[1].pid == getpid()
+        mine = [(p, a) for p in snap.procs for a in p.actors if a.mesh == "introspected"]
+        @test sort([a.rank for (_, a) in mine]) == [0, 1, 2, 3]
+        for (p, a) in mine
+            @test p.state == :ready && p.answered && p.pid > 0
+            @test a.state == :ready && a.queue_depth == 0
+            @test length(a.handler_hist) == 24 && sum(a.handler_hist) == a.messages
+            if a.rank == 1
+                @test a.messages == 4 && a.errors == 1 && occursin("counted failure", a.last_error)
+            else
+                @test a.messages == 3 && a.errors == 0 && a.last_error == ""
+            end
+        end
+        @test any(m -> m.name == "introspected" && m.state == :ready, snap.meshes)
+        @test_throws MonarchError Monarch.stop_mesh("no-such-mesh")
+        @test_throws ArgumentError Monarch.introspect(; timeout = -1)
+        wait(stop(c); timeout = 60)
+    end
+
     @testset "supervision" begin
         # An actor that throws under broadcast fails; its owner (this
         # program's top level) gets the event; later calls fail.

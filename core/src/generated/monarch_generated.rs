@@ -261,6 +261,103 @@ impl<'a> ::flatbuffers::Verifiable for FailureCause {
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for FailureCause {}
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MIN_ENTITY_STATE: u8 = 0;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MAX_ENTITY_STATE: u8 = 3;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+#[allow(non_camel_case_types)]
+pub const ENUM_VALUES_ENTITY_STATE: [EntityState; 4] = [
+  EntityState::Starting,
+  EntityState::Ready,
+  EntityState::Failed,
+  EntityState::Stopped,
+];
+
+/// The state of a proc, an actor or a mesh in an `Introspection`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct EntityState(pub u8);
+#[allow(non_upper_case_globals)]
+impl EntityState {
+  /// Spawned, not ready yet (a proc that has not said Ready, an actor
+  /// whose constructor runs).
+  pub const Starting: Self = Self(0);
+  pub const Ready: Self = Self(1);
+  /// Failed (see `error`).
+  pub const Failed: Self = Self(2);
+  /// Stopped on purpose (or, for a mesh, every proc of it gone).
+  pub const Stopped: Self = Self(3);
+
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 3;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::Starting,
+    Self::Ready,
+    Self::Failed,
+    Self::Stopped,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::Starting => Some("Starting"),
+      Self::Ready => Some("Ready"),
+      Self::Failed => Some("Failed"),
+      Self::Stopped => Some("Stopped"),
+      _ => None,
+    }
+  }
+}
+impl ::core::fmt::Debug for EntityState {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
+    }
+  }
+}
+impl<'a> ::flatbuffers::Follow<'a> for EntityState {
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u8>(buf, loc) };
+    Self(b)
+  }
+}
+
+impl ::flatbuffers::Push for EntityState {
+    type Output = EntityState;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        unsafe { ::flatbuffers::emplace_scalar::<u8>(dst, self.0) };
+    }
+}
+
+impl ::flatbuffers::EndianScalar for EntityState {
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
+}
+
+impl<'a> ::flatbuffers::Verifiable for EntityState {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u8::run_verifier(v, pos)
+  }
+}
+
+impl ::flatbuffers::SimpleToVerifyInSlice for EntityState {}
 pub enum ShapeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -1288,6 +1385,797 @@ impl ::core::fmt::Debug for SupervisionEvent<'_> {
       ds.field("report", &self.report());
       ds.field("caused_by", &self.caused_by());
       ds.field("payload", &self.payload());
+      ds.finish()
+  }
+}
+pub enum ActorStatsOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One actor hosted by a proc and its counters, as its proc counts them
+/// (docs/operating.md). Counters start at 0 when the actor is spawned.
+pub struct ActorStats<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for ActorStats<'a> {
+  type Inner = ActorStats<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> ActorStats<'a> {
+  pub const VT_KEY: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MESH: ::flatbuffers::VOffsetT = 6;
+  pub const VT_RANK: ::flatbuffers::VOffsetT = 8;
+  pub const VT_STATE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_MESSAGES: ::flatbuffers::VOffsetT = 12;
+  pub const VT_ERRORS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_QUEUE_DEPTH: ::flatbuffers::VOffsetT = 16;
+  pub const VT_HANDLER_NS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_HANDLER_HIST: ::flatbuffers::VOffsetT = 20;
+  pub const VT_LAST_ERROR: ::flatbuffers::VOffsetT = 22;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ActorStats { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ActorStatsArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ActorStats<'bldr>> {
+    let mut builder = ActorStatsBuilder::new(_fbb);
+    builder.add_handler_ns(args.handler_ns);
+    builder.add_queue_depth(args.queue_depth);
+    builder.add_errors(args.errors);
+    builder.add_messages(args.messages);
+    builder.add_rank(args.rank);
+    if let Some(x) = args.last_error { builder.add_last_error(x); }
+    if let Some(x) = args.handler_hist { builder.add_handler_hist(x); }
+    if let Some(x) = args.mesh { builder.add_mesh(x); }
+    if let Some(x) = args.key { builder.add_key(x); }
+    builder.add_state(args.state);
+    builder.finish()
+  }
+
+
+  /// Actor key inside its proc.
+  #[inline]
+  pub fn key(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ActorStats::VT_KEY, None)}
+  }
+  /// User-visible name of its actor mesh ("" when not known).
+  #[inline]
+  pub fn mesh(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ActorStats::VT_MESH, None)}
+  }
+  /// Its rank in that mesh.
+  #[inline]
+  pub fn rank(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ActorStats::VT_RANK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn state(&self) -> EntityState {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<EntityState>(ActorStats::VT_STATE, Some(EntityState::Starting)).unwrap()}
+  }
+  /// Messages answered (successfully or not).
+  #[inline]
+  pub fn messages(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ActorStats::VT_MESSAGES, Some(0)).unwrap()}
+  }
+  /// Messages answered with an error, or that failed the actor.
+  #[inline]
+  pub fn errors(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ActorStats::VT_ERRORS, Some(0)).unwrap()}
+  }
+  /// Messages delivered to the proc and not answered yet (the one being
+  /// handled included).
+  #[inline]
+  pub fn queue_depth(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ActorStats::VT_QUEUE_DEPTH, Some(0)).unwrap()}
+  }
+  /// Total time in handlers (from the binding taking the message to its
+  /// answer), nanoseconds.
+  #[inline]
+  pub fn handler_ns(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ActorStats::VT_HANDLER_NS, Some(0)).unwrap()}
+  }
+  /// Histogram of time in handlers: `handler_hist[0]` counts handlers
+  /// under 1 us, `handler_hist[i]` those in [2^(i-1), 2^i) us, the last
+  /// bucket everything longer.
+  #[inline]
+  pub fn handler_hist(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(ActorStats::VT_HANDLER_HIST, None)}
+  }
+  /// The last error answered or failure report ("" when none).
+  #[inline]
+  pub fn last_error(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ActorStats::VT_LAST_ERROR, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for ActorStats<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("key", Self::VT_KEY, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("mesh", Self::VT_MESH, false)?
+     .visit_field::<u64>("rank", Self::VT_RANK, false)?
+     .visit_field::<EntityState>("state", Self::VT_STATE, false)?
+     .visit_field::<u64>("messages", Self::VT_MESSAGES, false)?
+     .visit_field::<u64>("errors", Self::VT_ERRORS, false)?
+     .visit_field::<u64>("queue_depth", Self::VT_QUEUE_DEPTH, false)?
+     .visit_field::<u64>("handler_ns", Self::VT_HANDLER_NS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("handler_hist", Self::VT_HANDLER_HIST, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("last_error", Self::VT_LAST_ERROR, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ActorStatsArgs<'a> {
+    pub key: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub mesh: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub rank: u64,
+    pub state: EntityState,
+    pub messages: u64,
+    pub errors: u64,
+    pub queue_depth: u64,
+    pub handler_ns: u64,
+    pub handler_hist: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub last_error: Option<::flatbuffers::WIPOffset<&'a str>>,
+}
+impl<'a> Default for ActorStatsArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ActorStatsArgs {
+      key: None,
+      mesh: None,
+      rank: 0,
+      state: EntityState::Starting,
+      messages: 0,
+      errors: 0,
+      queue_depth: 0,
+      handler_ns: 0,
+      handler_hist: None,
+      last_error: None,
+    }
+  }
+}
+
+pub struct ActorStatsBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ActorStatsBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_key(&mut self, key: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ActorStats::VT_KEY, key);
+  }
+  #[inline]
+  pub fn add_mesh(&mut self, mesh: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ActorStats::VT_MESH, mesh);
+  }
+  #[inline]
+  pub fn add_rank(&mut self, rank: u64) {
+    self.fbb_.push_slot::<u64>(ActorStats::VT_RANK, rank, 0);
+  }
+  #[inline]
+  pub fn add_state(&mut self, state: EntityState) {
+    self.fbb_.push_slot::<EntityState>(ActorStats::VT_STATE, state, EntityState::Starting);
+  }
+  #[inline]
+  pub fn add_messages(&mut self, messages: u64) {
+    self.fbb_.push_slot::<u64>(ActorStats::VT_MESSAGES, messages, 0);
+  }
+  #[inline]
+  pub fn add_errors(&mut self, errors: u64) {
+    self.fbb_.push_slot::<u64>(ActorStats::VT_ERRORS, errors, 0);
+  }
+  #[inline]
+  pub fn add_queue_depth(&mut self, queue_depth: u64) {
+    self.fbb_.push_slot::<u64>(ActorStats::VT_QUEUE_DEPTH, queue_depth, 0);
+  }
+  #[inline]
+  pub fn add_handler_ns(&mut self, handler_ns: u64) {
+    self.fbb_.push_slot::<u64>(ActorStats::VT_HANDLER_NS, handler_ns, 0);
+  }
+  #[inline]
+  pub fn add_handler_hist(&mut self, handler_hist: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ActorStats::VT_HANDLER_HIST, handler_hist);
+  }
+  #[inline]
+  pub fn add_last_error(&mut self, last_error: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ActorStats::VT_LAST_ERROR, last_error);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ActorStatsBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ActorStatsBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ActorStats<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for ActorStats<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ActorStats");
+      ds.field("key", &self.key());
+      ds.field("mesh", &self.mesh());
+      ds.field("rank", &self.rank());
+      ds.field("state", &self.state());
+      ds.field("messages", &self.messages());
+      ds.field("errors", &self.errors());
+      ds.field("queue_depth", &self.queue_depth());
+      ds.field("handler_ns", &self.handler_ns());
+      ds.field("handler_hist", &self.handler_hist());
+      ds.field("last_error", &self.last_error());
+      ds.finish()
+  }
+}
+pub enum ProcInfoOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One proc of the job.
+pub struct ProcInfo<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for ProcInfo<'a> {
+  type Inner = ProcInfo<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> ProcInfo<'a> {
+  pub const VT_ADDR: ::flatbuffers::VOffsetT = 4;
+  pub const VT_HOST: ::flatbuffers::VOffsetT = 6;
+  pub const VT_PID: ::flatbuffers::VOffsetT = 8;
+  pub const VT_MESH: ::flatbuffers::VOffsetT = 10;
+  pub const VT_RANK: ::flatbuffers::VOffsetT = 12;
+  pub const VT_STATE: ::flatbuffers::VOffsetT = 14;
+  pub const VT_ERROR: ::flatbuffers::VOffsetT = 16;
+  pub const VT_ACTORS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_ANSWERED: ::flatbuffers::VOffsetT = 20;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ProcInfo { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ProcInfoArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ProcInfo<'bldr>> {
+    let mut builder = ProcInfoBuilder::new(_fbb);
+    builder.add_rank(args.rank);
+    if let Some(x) = args.actors { builder.add_actors(x); }
+    if let Some(x) = args.error { builder.add_error(x); }
+    if let Some(x) = args.mesh { builder.add_mesh(x); }
+    builder.add_pid(args.pid);
+    if let Some(x) = args.host { builder.add_host(x); }
+    if let Some(x) = args.addr { builder.add_addr(x); }
+    builder.add_answered(args.answered);
+    builder.add_state(args.state);
+    builder.finish()
+  }
+
+
+  /// Its address.
+  #[inline]
+  pub fn addr(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProcInfo::VT_ADDR, None)}
+  }
+  /// Host name of the machine it runs on.
+  #[inline]
+  pub fn host(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProcInfo::VT_HOST, None)}
+  }
+  /// OS process id on that host (0 when not known).
+  #[inline]
+  pub fn pid(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(ProcInfo::VT_PID, Some(0)).unwrap()}
+  }
+  /// User-visible name of its proc mesh ("" for the controller).
+  #[inline]
+  pub fn mesh(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProcInfo::VT_MESH, None)}
+  }
+  /// Its rank in that mesh.
+  #[inline]
+  pub fn rank(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ProcInfo::VT_RANK, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn state(&self) -> EntityState {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<EntityState>(ProcInfo::VT_STATE, Some(EntityState::Starting)).unwrap()}
+  }
+  /// Failure report when `state` is Failed.
+  #[inline]
+  pub fn error(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProcInfo::VT_ERROR, None)}
+  }
+  /// The actors it hosts (empty when it could not be asked).
+  #[inline]
+  pub fn actors(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ActorStats<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ActorStats>>>>(ProcInfo::VT_ACTORS, None)}
+  }
+  /// Whether its actors could be asked for (false: starting, gone, or no
+  /// answer in time).
+  #[inline]
+  pub fn answered(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ProcInfo::VT_ANSWERED, Some(false)).unwrap()}
+  }
+}
+
+impl ::flatbuffers::Verifiable for ProcInfo<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("addr", Self::VT_ADDR, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("host", Self::VT_HOST, false)?
+     .visit_field::<u32>("pid", Self::VT_PID, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("mesh", Self::VT_MESH, false)?
+     .visit_field::<u64>("rank", Self::VT_RANK, false)?
+     .visit_field::<EntityState>("state", Self::VT_STATE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("error", Self::VT_ERROR, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ActorStats>>>>("actors", Self::VT_ACTORS, false)?
+     .visit_field::<bool>("answered", Self::VT_ANSWERED, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ProcInfoArgs<'a> {
+    pub addr: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub host: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub pid: u32,
+    pub mesh: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub rank: u64,
+    pub state: EntityState,
+    pub error: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub actors: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ActorStats<'a>>>>>,
+    pub answered: bool,
+}
+impl<'a> Default for ProcInfoArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ProcInfoArgs {
+      addr: None,
+      host: None,
+      pid: 0,
+      mesh: None,
+      rank: 0,
+      state: EntityState::Starting,
+      error: None,
+      actors: None,
+      answered: false,
+    }
+  }
+}
+
+pub struct ProcInfoBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ProcInfoBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_addr(&mut self, addr: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProcInfo::VT_ADDR, addr);
+  }
+  #[inline]
+  pub fn add_host(&mut self, host: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProcInfo::VT_HOST, host);
+  }
+  #[inline]
+  pub fn add_pid(&mut self, pid: u32) {
+    self.fbb_.push_slot::<u32>(ProcInfo::VT_PID, pid, 0);
+  }
+  #[inline]
+  pub fn add_mesh(&mut self, mesh: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProcInfo::VT_MESH, mesh);
+  }
+  #[inline]
+  pub fn add_rank(&mut self, rank: u64) {
+    self.fbb_.push_slot::<u64>(ProcInfo::VT_RANK, rank, 0);
+  }
+  #[inline]
+  pub fn add_state(&mut self, state: EntityState) {
+    self.fbb_.push_slot::<EntityState>(ProcInfo::VT_STATE, state, EntityState::Starting);
+  }
+  #[inline]
+  pub fn add_error(&mut self, error: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProcInfo::VT_ERROR, error);
+  }
+  #[inline]
+  pub fn add_actors(&mut self, actors: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ActorStats<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProcInfo::VT_ACTORS, actors);
+  }
+  #[inline]
+  pub fn add_answered(&mut self, answered: bool) {
+    self.fbb_.push_slot::<bool>(ProcInfo::VT_ANSWERED, answered, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ProcInfoBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ProcInfoBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ProcInfo<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for ProcInfo<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ProcInfo");
+      ds.field("addr", &self.addr());
+      ds.field("host", &self.host());
+      ds.field("pid", &self.pid());
+      ds.field("mesh", &self.mesh());
+      ds.field("rank", &self.rank());
+      ds.field("state", &self.state());
+      ds.field("error", &self.error());
+      ds.field("actors", &self.actors());
+      ds.field("answered", &self.answered());
+      ds.finish()
+  }
+}
+pub enum MeshInfoOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One mesh the controller spawned.
+pub struct MeshInfo<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for MeshInfo<'a> {
+  type Inner = MeshInfo<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> MeshInfo<'a> {
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_KEY: ::flatbuffers::VOffsetT = 6;
+  pub const VT_STATE: ::flatbuffers::VOffsetT = 8;
+  pub const VT_PROCS: ::flatbuffers::VOffsetT = 10;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    MeshInfo { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args MeshInfoArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<MeshInfo<'bldr>> {
+    let mut builder = MeshInfoBuilder::new(_fbb);
+    if let Some(x) = args.procs { builder.add_procs(x); }
+    if let Some(x) = args.key { builder.add_key(x); }
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_state(args.state);
+    builder.finish()
+  }
+
+
+  /// User-visible name.
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(MeshInfo::VT_NAME, None)}
+  }
+  /// Actor key of an actor mesh; "" for a proc mesh.
+  #[inline]
+  pub fn key(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(MeshInfo::VT_KEY, None)}
+  }
+  #[inline]
+  pub fn state(&self) -> EntityState {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<EntityState>(MeshInfo::VT_STATE, Some(EntityState::Starting)).unwrap()}
+  }
+  /// Addresses of its procs, by base rank.
+  #[inline]
+  pub fn procs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>(MeshInfo::VT_PROCS, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for MeshInfo<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("key", Self::VT_KEY, false)?
+     .visit_field::<EntityState>("state", Self::VT_STATE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("procs", Self::VT_PROCS, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct MeshInfoArgs<'a> {
+    pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub key: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub state: EntityState,
+    pub procs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
+}
+impl<'a> Default for MeshInfoArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    MeshInfoArgs {
+      name: None,
+      key: None,
+      state: EntityState::Starting,
+      procs: None,
+    }
+  }
+}
+
+pub struct MeshInfoBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MeshInfoBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MeshInfo::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_key(&mut self, key: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MeshInfo::VT_KEY, key);
+  }
+  #[inline]
+  pub fn add_state(&mut self, state: EntityState) {
+    self.fbb_.push_slot::<EntityState>(MeshInfo::VT_STATE, state, EntityState::Starting);
+  }
+  #[inline]
+  pub fn add_procs(&mut self, procs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<&'b  str>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MeshInfo::VT_PROCS, procs);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MeshInfoBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MeshInfoBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<MeshInfo<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for MeshInfo<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("MeshInfo");
+      ds.field("name", &self.name());
+      ds.field("key", &self.key());
+      ds.field("state", &self.state());
+      ds.field("procs", &self.procs());
+      ds.finish()
+  }
+}
+pub enum IntrospectionOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A snapshot of a controller's job (`monarch_runtime_introspect`,
+/// `monarch top`): the controller itself first in `procs`, then every proc
+/// it started, and the meshes it spawned.
+pub struct Introspection<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for Introspection<'a> {
+  type Inner = Introspection<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> Introspection<'a> {
+  pub const VT_CONTROLLER: ::flatbuffers::VOffsetT = 4;
+  pub const VT_PROCS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_MESHES: ::flatbuffers::VOffsetT = 8;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Introspection { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args IntrospectionArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Introspection<'bldr>> {
+    let mut builder = IntrospectionBuilder::new(_fbb);
+    if let Some(x) = args.meshes { builder.add_meshes(x); }
+    if let Some(x) = args.procs { builder.add_procs(x); }
+    if let Some(x) = args.controller { builder.add_controller(x); }
+    builder.finish()
+  }
+
+
+  /// The controller's address.
+  #[inline]
+  pub fn controller(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Introspection::VT_CONTROLLER, None)}
+  }
+  #[inline]
+  pub fn procs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ProcInfo<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ProcInfo>>>>(Introspection::VT_PROCS, None)}
+  }
+  #[inline]
+  pub fn meshes(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MeshInfo<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MeshInfo>>>>(Introspection::VT_MESHES, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for Introspection<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("controller", Self::VT_CONTROLLER, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ProcInfo>>>>("procs", Self::VT_PROCS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<MeshInfo>>>>("meshes", Self::VT_MESHES, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct IntrospectionArgs<'a> {
+    pub controller: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub procs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ProcInfo<'a>>>>>,
+    pub meshes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MeshInfo<'a>>>>>,
+}
+impl<'a> Default for IntrospectionArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    IntrospectionArgs {
+      controller: None,
+      procs: None,
+      meshes: None,
+    }
+  }
+}
+
+pub struct IntrospectionBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> IntrospectionBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_controller(&mut self, controller: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Introspection::VT_CONTROLLER, controller);
+  }
+  #[inline]
+  pub fn add_procs(&mut self, procs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ProcInfo<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Introspection::VT_PROCS, procs);
+  }
+  #[inline]
+  pub fn add_meshes(&mut self, meshes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<MeshInfo<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Introspection::VT_MESHES, meshes);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> IntrospectionBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    IntrospectionBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Introspection<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for Introspection<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Introspection");
+      ds.field("controller", &self.controller());
+      ds.field("procs", &self.procs());
+      ds.field("meshes", &self.meshes());
       ds.finish()
   }
 }

@@ -2,9 +2,12 @@
 //! a message for one is delivered.
 
 use parking_lot::Mutex;
+use std::sync::Arc;
 
+use super::counters::ActorCounters;
 use super::events::{Event, EventKind};
 use super::HashMap;
+use crate::introspect::ActorCounts;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum ActorState {
@@ -14,17 +17,38 @@ pub(super) enum ActorState {
     Failed(String),
 }
 
+/// One hosted actor: its state and its counters.
+struct Entry {
+    state: ActorState,
+    counters: Arc<ActorCounters>,
+}
+
+impl Entry {
+    fn new(state: ActorState) -> Entry {
+        Entry {
+            state,
+            counters: Arc::default(),
+        }
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Actors {
-    states: Mutex<HashMap<String, ActorState>>,
+    states: Mutex<HashMap<String, Entry>>,
 }
 
 impl Actors {
     /// Decide whether an actor-bound event may be queued on proc `addr`;
     /// Err is the reason it is refused (answered to the sender as an
-    /// error). A Spawn admitted here records the actor as starting.
+    /// error). A Spawn admitted here records the actor as starting; a
+    /// Message admitted is counted as waiting, and its actor's counters
+    /// are returned for the event to carry.
     #[inline]
-    pub(super) fn admit(&self, ev: &Event, addr: &str) -> std::result::Result<(), String> {
+    pub(super) fn admit(
+        &self,
+        ev: &Event,
+        addr: &str,
+    ) -> std::result::Result<Option<Arc<ActorCounters>>, String> {
         let mut actors = self.states.lock();
         match ev.kind {
             EventKind::Spawn => {
@@ -34,29 +58,54 @@ impl Actors {
                         ev.actor
                     ));
                 }
-                actors.insert(ev.actor.clone(), ActorState::Starting);
-                Ok(())
+                actors.insert(ev.actor.clone(), Entry::new(ActorState::Starting));
+                Ok(None)
             }
             // A failed actor can still be stopped (its binding cleans up).
             EventKind::StopActor
-                if matches!(actors.get(&ev.actor), Some(ActorState::Failed(_))) =>
+                if matches!(
+                    actors.get(&ev.actor),
+                    Some(Entry {
+                        state: ActorState::Failed(_),
+                        ..
+                    })
+                ) =>
             {
-                Ok(())
+                Ok(None)
             }
             EventKind::Message | EventKind::StopActor => match actors.get(&ev.actor) {
                 None => Err(format!(
                     "undeliverable: no actor '{}' on proc {addr} (never spawned or already stopped)",
                     ev.actor
                 )),
-                Some(ActorState::Failed(report)) => Err(report.clone()),
-                Some(_) => Ok(()),
+                Some(Entry {
+                    state: ActorState::Failed(report),
+                    ..
+                }) => Err(report.clone()),
+                Some(e) if ev.kind == EventKind::Message => {
+                    e.counters.delivered();
+                    Ok(Some(e.counters.clone()))
+                }
+                Some(_) => Ok(None),
             },
-            EventKind::StopProc | EventKind::Supervise => Ok(()),
+            EventKind::StopProc | EventKind::Supervise => Ok(None),
         }
     }
 
+    /// Set the state of actor `key` (recorded if new; its counters kept).
     pub(super) fn set(&self, key: &str, state: ActorState) {
-        self.states.lock().insert(key.to_string(), state);
+        let mut actors = self.states.lock();
+        match actors.get_mut(key) {
+            Some(e) => {
+                if let ActorState::Failed(report) = &state {
+                    e.counters.note_failure(report);
+                }
+                e.state = state;
+            }
+            None => {
+                actors.insert(key.to_string(), Entry::new(state));
+            }
+        }
     }
 
     pub(super) fn remove(&self, key: &str) {
@@ -65,10 +114,32 @@ impl Actors {
 
     #[inline]
     pub(super) fn state(&self, key: &str) -> Option<ActorState> {
-        self.states.lock().get(key).cloned()
+        self.states.lock().get(key).map(|e| e.state.clone())
     }
 
     pub(super) fn is_alive(&self, key: &str) -> bool {
-        matches!(self.states.lock().get(key), Some(ActorState::Alive))
+        matches!(
+            self.states.lock().get(key),
+            Some(Entry {
+                state: ActorState::Alive,
+                ..
+            })
+        )
+    }
+
+    /// Every actor hosted here, its state and counters, by key.
+    pub(super) fn snapshot(&self) -> Vec<(String, ActorState, ActorCounts)> {
+        let actors: Vec<(String, ActorState, Arc<ActorCounters>)> = self
+            .states
+            .lock()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.state.clone(), e.counters.clone()))
+            .collect();
+        let mut out: Vec<_> = actors
+            .into_iter()
+            .map(|(k, s, c)| (k, s, c.snapshot()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 }

@@ -67,6 +67,9 @@ impl Inner {
             Kind::Message if env.actor == super::debug::DEBUG_ACTOR => {
                 self.on_debug_message(peer, &mut env, &parts);
             }
+            Kind::Message if env.actor == super::introspect::INTROSPECT_ACTOR => {
+                self.on_introspect(peer, env, parts);
+            }
             Kind::SpawnActor | Kind::Message | Kind::StopActor => {
                 let kind = match env.kind {
                     Kind::SpawnActor => EventKind::Spawn,
@@ -142,21 +145,26 @@ impl Inner {
                     answered: reply.is_none(),
                     reply,
                     rt: Arc::downgrade(self),
+                    counters: None,
+                    taken: None,
                 };
-                if let Err(why) = self.actors.admit(&ev, &self.id.addr) {
-                    if ev.reply.is_none()
-                        && kind == EventKind::Message
-                        && why.starts_with("undeliverable")
-                    {
-                        // Nobody waits: the sender must still learn of it.
-                        ev.answered = true;
-                        self.undeliverable(&sender, &ev.actor, &why);
+                match self.actors.admit(&ev, &self.id.addr) {
+                    Ok(counters) => ev.counters = counters,
+                    Err(why) => {
+                        if ev.reply.is_none()
+                            && kind == EventKind::Message
+                            && why.starts_with("undeliverable")
+                        {
+                            // Nobody waits: the sender must still learn of it.
+                            ev.answered = true;
+                            self.undeliverable(&sender, &ev.actor, &why);
+                            return;
+                        }
+                        // Refused while reading: buffer the answer rather than
+                        // risk blocking the reading thread on a full socket.
+                        let _ = self.answer_with(&mut ev, Err((&why, &[])), Some(Defer::Yes));
                         return;
                     }
-                    // Refused while reading: buffer the answer rather than
-                    // risk blocking the reading thread on a full socket.
-                    let _ = self.answer_with(&mut ev, Err((&why, &[])), Some(Defer::Yes));
-                    return;
                 }
                 if kind == EventKind::Spawn {
                     // Admitted: the key was free, so no other spawner is
@@ -206,6 +214,7 @@ impl Inner {
             return Err(Error::invalid("this event was already answered"));
         }
         ev.answered = true;
+        ev.count_answer(result.as_ref().err().map(|(msg, _)| *msg));
         Supervision::clear_current_owner(&ev.actor);
         match ev.kind {
             EventKind::Spawn => match &result {

@@ -5,7 +5,9 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
+use super::counters::ActorCounters;
 use super::Inner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::future::Answer;
@@ -31,6 +33,7 @@ pub enum EventKind {
 }
 
 /// Where the answer to an event goes.
+#[derive(Clone)]
 pub(super) struct ReplyTo {
     pub(super) peer: String,
     pub(super) port: u64,
@@ -57,6 +60,11 @@ pub struct Event {
     pub(super) reply: Option<ReplyTo>,
     pub(super) answered: bool,
     pub(super) rt: Weak<Inner>,
+    /// A Message's actor counters, until the message is counted as
+    /// answered (taken then, so it is counted once).
+    pub(super) counters: Option<Arc<ActorCounters>>,
+    /// When the binding took it from the queue (handler time starts).
+    pub(super) taken: Option<Instant>,
 }
 
 impl Event {
@@ -85,6 +93,16 @@ impl Event {
             reply,
             answered,
             rt,
+            counters: None,
+            taken: None,
+        }
+    }
+
+    /// Count this message as answered in its actor's counters (once).
+    #[inline]
+    pub(super) fn count_answer(&mut self, error: Option<&str>) {
+        if let Some(c) = self.counters.take() {
+            c.answered(self.taken, error);
         }
     }
 
@@ -138,6 +156,7 @@ impl Event {
             return None;
         }
         self.answered = true;
+        self.count_answer(None);
         self.reply.as_ref().map(|r| PortRef {
             addr: r.peer.clone(),
             port: r.port,
@@ -148,6 +167,8 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
+        // A one-way message the binding dropped unanswered was handled.
+        self.count_answer(None);
         // A binding that drops a message without answering must not leave
         // the caller waiting forever.
         if !self.answered

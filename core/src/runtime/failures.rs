@@ -235,6 +235,7 @@ impl Inner {
             self.actor_failed(&ev.actor, cause, cause_text, payload.to_vec(), None)
         };
         ev.answered = true;
+        ev.count_answer(Some(&report));
         Supervision::clear_current_owner(&ev.actor);
         if let Some(to) = &ev.reply {
             let (env, parts) =
@@ -287,6 +288,8 @@ impl Inner {
                 reply: None,
                 answered: false,
                 rt: self.me.clone(),
+                counters: None,
+                taken: None,
             });
             return;
         }

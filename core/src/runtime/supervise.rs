@@ -53,6 +53,17 @@ struct ActorMeshEntry {
     owner: String,
 }
 
+/// A copy of the records introspection reads (`Supervision::records`).
+pub(super) struct Records {
+    /// (name, procs) of each proc mesh, in spawn order.
+    pub(super) proc_meshes: Vec<(String, Arc<Vec<String>>)>,
+    /// (key, name, procs) of each actor mesh.
+    pub(super) actor_meshes: Vec<(String, String, Vec<String>)>,
+    pub(super) failed_procs: HashMap<String, String>,
+    pub(super) failed_actors: HashMap<(String, String), String>,
+    pub(super) stopping: HashSet<String>,
+}
+
 /// An actor hosted here: who spawned it (where its failures go), and its
 /// point in the mesh it was spawned into (its name in failure reports).
 struct Hosted {
@@ -255,6 +266,27 @@ impl Supervision {
             }
         }
         Ok(())
+    }
+
+    /// What introspection shows of the meshes and failures recorded here.
+    pub(super) fn records(&self) -> Records {
+        Records {
+            proc_meshes: self
+                .proc_meshes
+                .lock()
+                .iter()
+                .map(|m| (m.name.clone(), m.procs.clone()))
+                .collect(),
+            actor_meshes: self
+                .actor_meshes
+                .lock()
+                .iter()
+                .map(|(k, m)| (k.clone(), m.name.clone(), m.procs.clone()))
+                .collect(),
+            failed_procs: self.failed_procs.lock().clone(),
+            failed_actors: self.failed_actors.lock().clone(),
+            stopping: self.stopping.lock().clone(),
+        }
     }
 
     /// These procs are being stopped on purpose.

@@ -28,6 +28,7 @@
 //   monarch/codec.hpp        Bytes, BytesView, Codec: values as payload parts
 //   monarch/shape.hpp        Shape: a mesh's named dimensions
 //   monarch/supervision.hpp  SupervisionEvent
+//   monarch/introspect.hpp   JobSnapshot: the job's procs, actors, meshes
 //   monarch/call.hpp         Call: what an endpoint receives
 //   monarch/actor.hpp        Actor, MONARCH_ACTOR, ActorHost (also for plugins)
 //   monarch/error.hpp        Error, ActorError, status_name
@@ -63,6 +64,7 @@
 #include <monarch/shape.hpp>
 #include <monarch/slurm.hpp>
 #include <monarch/supervision.hpp>
+#include <monarch/introspect.hpp>
 #include <monarch/value.hpp>
 
 #endif  // MONARCH_HPP

@@ -17,6 +17,7 @@
 #include <monarch/detail/marshal.hpp>
 #include <monarch/error.hpp>
 #include <monarch/handle.hpp>
+#include <monarch/introspect.hpp>
 #include <monarch/mesh.hpp>
 #include <monarch/port.hpp>
 #include <monarch/process.hpp>
@@ -103,6 +104,26 @@ class Runtime {
       ~Free() { monarch_buffer_free(b, n); }
     } guard{buf, len};
     return SupervisionEvent::parse(buf, len);
+  }
+
+  /// A snapshot of this process's job (monarch_runtime_introspect): its
+  /// procs with host, pid and state, their actors' counters, its meshes;
+  /// waits up to `timeout_ms` (>= 0) in all for the procs' answers.
+  JobSnapshot introspect(std::int64_t timeout_ms = 5000) const {
+    std::uint8_t* buf = nullptr;
+    std::size_t len = 0;
+    detail::check(monarch_runtime_introspect(h_.get(), timeout_ms, &buf, &len));
+    struct Free {
+      std::uint8_t* b;
+      std::size_t n;
+      ~Free() { monarch_buffer_free(b, n); }
+    } guard{buf, len};
+    return JobSnapshot::parse(buf, len);
+  }
+  /// Stop mesh `name` (as named in a snapshot) that this process spawned
+  /// (monarch_runtime_stop_mesh).
+  void stop_mesh(const std::string& name) const {
+    detail::check(monarch_runtime_stop_mesh(h_.get(), name.c_str()));
   }
 
   /// Handle events for the actors of this process for up to `timeout_ms`

@@ -158,6 +158,8 @@ const FUNCTION_NAMES = (
     :monarch_slurm_job_id,
     :monarch_slurm_job_stop,
     :monarch_slurm_job_free,
+    :monarch_runtime_introspect,
+    :monarch_runtime_stop_mesh,
 )
 
 const _fp_monarch_abi_version = Ref{Ptr{Cvoid}}(C_NULL)
@@ -251,6 +253,8 @@ const _fp_monarch_slurm_job_host_mesh = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_id = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_stop = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_free = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_runtime_introspect = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_runtime_stop_mesh = Ref{Ptr{Cvoid}}(C_NULL)
 
 """Resolve every function of the header in the library `lib` (a Libdl handle);
 throws when one is missing."""
@@ -346,6 +350,8 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_slurm_job_id[] = Libdl.dlsym(lib, :monarch_slurm_job_id)
     _fp_monarch_slurm_job_stop[] = Libdl.dlsym(lib, :monarch_slurm_job_stop)
     _fp_monarch_slurm_job_free[] = Libdl.dlsym(lib, :monarch_slurm_job_free)
+    _fp_monarch_runtime_introspect[] = Libdl.dlsym(lib, :monarch_runtime_introspect)
+    _fp_monarch_runtime_stop_mesh[] = Libdl.dlsym(lib, :monarch_runtime_stop_mesh)
     return nothing
 end
 
@@ -440,3 +446,5 @@ monarch_slurm_job_host_mesh(job, out) = ccall(_fp_monarch_slurm_job_host_mesh[],
 monarch_slurm_job_id(job, out, out_len) = ccall(_fp_monarch_slurm_job_id[], Int32, (Ptr{monarch_slurm_job}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), job, out, out_len)
 monarch_slurm_job_stop(job) = ccall(_fp_monarch_slurm_job_stop[], Int32, (Ptr{monarch_slurm_job}, ), job)
 monarch_slurm_job_free(job) = ccall(_fp_monarch_slurm_job_free[], Int32, (Ptr{monarch_slurm_job}, ), job)
+monarch_runtime_introspect(rt, timeout_ms, out, out_len) = ccall(_fp_monarch_runtime_introspect[], Int32, (Ptr{monarch_runtime}, Int64, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), rt, timeout_ms, out, out_len)
+monarch_runtime_stop_mesh(rt, name) = ccall(_fp_monarch_runtime_stop_mesh[], Int32, (Ptr{monarch_runtime}, Ptr{UInt8}), rt, name)

@@ -28,6 +28,18 @@ struct ActorMeshRefBuilder;
 struct SupervisionEvent;
 struct SupervisionEventBuilder;
 
+struct ActorStats;
+struct ActorStatsBuilder;
+
+struct ProcInfo;
+struct ProcInfoBuilder;
+
+struct MeshInfo;
+struct MeshInfoBuilder;
+
+struct Introspection;
+struct IntrospectionBuilder;
+
 /// What a frame carries. One envelope table serves every kind; each kind
 /// uses the subset of fields listed next to it.
 enum Kind : uint8_t {
@@ -155,6 +167,47 @@ inline const char *EnumNameFailureCause(FailureCause e) {
   if (::flatbuffers::IsOutRange(e, FailureCause_ExitCode, FailureCause_SpawnFailed)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesFailureCause()[index];
+}
+
+/// The state of a proc, an actor or a mesh in an `Introspection`.
+enum EntityState : uint8_t {
+  /// Spawned, not ready yet (a proc that has not said Ready, an actor
+  /// whose constructor runs).
+  EntityState_Starting = 0,
+  EntityState_Ready = 1,
+  /// Failed (see `error`).
+  EntityState_Failed = 2,
+  /// Stopped on purpose (or, for a mesh, every proc of it gone).
+  EntityState_Stopped = 3,
+  EntityState_MIN = EntityState_Starting,
+  EntityState_MAX = EntityState_Stopped
+};
+
+inline const EntityState (&EnumValuesEntityState())[4] {
+  static const EntityState values[] = {
+    EntityState_Starting,
+    EntityState_Ready,
+    EntityState_Failed,
+    EntityState_Stopped
+  };
+  return values;
+}
+
+inline const char * const *EnumNamesEntityState() {
+  static const char * const names[5] = {
+    "Starting",
+    "Ready",
+    "Failed",
+    "Stopped",
+    nullptr
+  };
+  return names;
+}
+
+inline const char *EnumNameEntityState(EntityState e) {
+  if (::flatbuffers::IsOutRange(e, EntityState_Starting, EntityState_Stopped)) return "";
+  const size_t index = static_cast<size_t>(e);
+  return EnumNamesEntityState()[index];
 }
 
 /// A named view onto a set of base ranks: dimension `i` is called
@@ -880,6 +933,537 @@ inline ::flatbuffers::Offset<SupervisionEvent> CreateSupervisionEventDirect(
       report__,
       caused_by,
       payload__);
+}
+
+/// One actor hosted by a proc and its counters, as its proc counts them
+/// (docs/operating.md). Counters start at 0 when the actor is spawned.
+struct ActorStats FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef ActorStatsBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_KEY = 4,
+    VT_MESH = 6,
+    VT_RANK = 8,
+    VT_STATE = 10,
+    VT_MESSAGES = 12,
+    VT_ERRORS = 14,
+    VT_QUEUE_DEPTH = 16,
+    VT_HANDLER_NS = 18,
+    VT_HANDLER_HIST = 20,
+    VT_LAST_ERROR = 22
+  };
+  /// Actor key inside its proc.
+  const ::flatbuffers::String *key() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_KEY);
+  }
+  /// User-visible name of its actor mesh ("" when not known).
+  const ::flatbuffers::String *mesh() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_MESH);
+  }
+  /// Its rank in that mesh.
+  uint64_t rank() const {
+    return GetField<uint64_t>(VT_RANK, 0);
+  }
+  monarch::schema::EntityState state() const {
+    return static_cast<monarch::schema::EntityState>(GetField<uint8_t>(VT_STATE, 0));
+  }
+  /// Messages answered (successfully or not).
+  uint64_t messages() const {
+    return GetField<uint64_t>(VT_MESSAGES, 0);
+  }
+  /// Messages answered with an error, or that failed the actor.
+  uint64_t errors() const {
+    return GetField<uint64_t>(VT_ERRORS, 0);
+  }
+  /// Messages delivered to the proc and not answered yet (the one being
+  /// handled included).
+  uint64_t queue_depth() const {
+    return GetField<uint64_t>(VT_QUEUE_DEPTH, 0);
+  }
+  /// Total time in handlers (from the binding taking the message to its
+  /// answer), nanoseconds.
+  uint64_t handler_ns() const {
+    return GetField<uint64_t>(VT_HANDLER_NS, 0);
+  }
+  /// Histogram of time in handlers: `handler_hist[0]` counts handlers
+  /// under 1 us, `handler_hist[i]` those in [2^(i-1), 2^i) us, the last
+  /// bucket everything longer.
+  const ::flatbuffers::Vector<uint64_t> *handler_hist() const {
+    return GetPointer<const ::flatbuffers::Vector<uint64_t> *>(VT_HANDLER_HIST);
+  }
+  /// The last error answered or failure report ("" when none).
+  const ::flatbuffers::String *last_error() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_LAST_ERROR);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyOffset(verifier, VT_KEY) &&
+           verifier.VerifyString(key()) &&
+           VerifyOffset(verifier, VT_MESH) &&
+           verifier.VerifyString(mesh()) &&
+           VerifyField<uint64_t>(verifier, VT_RANK, 8) &&
+           VerifyField<uint8_t>(verifier, VT_STATE, 1) &&
+           VerifyField<uint64_t>(verifier, VT_MESSAGES, 8) &&
+           VerifyField<uint64_t>(verifier, VT_ERRORS, 8) &&
+           VerifyField<uint64_t>(verifier, VT_QUEUE_DEPTH, 8) &&
+           VerifyField<uint64_t>(verifier, VT_HANDLER_NS, 8) &&
+           VerifyOffset(verifier, VT_HANDLER_HIST) &&
+           verifier.VerifyVector(handler_hist()) &&
+           VerifyOffset(verifier, VT_LAST_ERROR) &&
+           verifier.VerifyString(last_error()) &&
+           verifier.EndTable();
+  }
+};
+
+struct ActorStatsBuilder {
+  typedef ActorStats Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_key(::flatbuffers::Offset<::flatbuffers::String> key) {
+    fbb_.AddOffset(ActorStats::VT_KEY, key);
+  }
+  void add_mesh(::flatbuffers::Offset<::flatbuffers::String> mesh) {
+    fbb_.AddOffset(ActorStats::VT_MESH, mesh);
+  }
+  void add_rank(uint64_t rank) {
+    fbb_.AddElement<uint64_t>(ActorStats::VT_RANK, rank, 0);
+  }
+  void add_state(monarch::schema::EntityState state) {
+    fbb_.AddElement<uint8_t>(ActorStats::VT_STATE, static_cast<uint8_t>(state), 0);
+  }
+  void add_messages(uint64_t messages) {
+    fbb_.AddElement<uint64_t>(ActorStats::VT_MESSAGES, messages, 0);
+  }
+  void add_errors(uint64_t errors) {
+    fbb_.AddElement<uint64_t>(ActorStats::VT_ERRORS, errors, 0);
+  }
+  void add_queue_depth(uint64_t queue_depth) {
+    fbb_.AddElement<uint64_t>(ActorStats::VT_QUEUE_DEPTH, queue_depth, 0);
+  }
+  void add_handler_ns(uint64_t handler_ns) {
+    fbb_.AddElement<uint64_t>(ActorStats::VT_HANDLER_NS, handler_ns, 0);
+  }
+  void add_handler_hist(::flatbuffers::Offset<::flatbuffers::Vector<uint64_t>> handler_hist) {
+    fbb_.AddOffset(ActorStats::VT_HANDLER_HIST, handler_hist);
+  }
+  void add_last_error(::flatbuffers::Offset<::flatbuffers::String> last_error) {
+    fbb_.AddOffset(ActorStats::VT_LAST_ERROR, last_error);
+  }
+  explicit ActorStatsBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<ActorStats> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<ActorStats>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<ActorStats> CreateActorStats(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    ::flatbuffers::Offset<::flatbuffers::String> key = 0,
+    ::flatbuffers::Offset<::flatbuffers::String> mesh = 0,
+    uint64_t rank = 0,
+    monarch::schema::EntityState state = monarch::schema::EntityState_Starting,
+    uint64_t messages = 0,
+    uint64_t errors = 0,
+    uint64_t queue_depth = 0,
+    uint64_t handler_ns = 0,
+    ::flatbuffers::Offset<::flatbuffers::Vector<uint64_t>> handler_hist = 0,
+    ::flatbuffers::Offset<::flatbuffers::String> last_error = 0) {
+  ActorStatsBuilder builder_(_fbb);
+  builder_.add_handler_ns(handler_ns);
+  builder_.add_queue_depth(queue_depth);
+  builder_.add_errors(errors);
+  builder_.add_messages(messages);
+  builder_.add_rank(rank);
+  builder_.add_last_error(last_error);
+  builder_.add_handler_hist(handler_hist);
+  builder_.add_mesh(mesh);
+  builder_.add_key(key);
+  builder_.add_state(state);
+  return builder_.Finish();
+}
+
+inline ::flatbuffers::Offset<ActorStats> CreateActorStatsDirect(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    const char *key = nullptr,
+    const char *mesh = nullptr,
+    uint64_t rank = 0,
+    monarch::schema::EntityState state = monarch::schema::EntityState_Starting,
+    uint64_t messages = 0,
+    uint64_t errors = 0,
+    uint64_t queue_depth = 0,
+    uint64_t handler_ns = 0,
+    const std::vector<uint64_t> *handler_hist = nullptr,
+    const char *last_error = nullptr) {
+  auto key__ = key ? _fbb.CreateString(key) : 0;
+  auto mesh__ = mesh ? _fbb.CreateString(mesh) : 0;
+  auto handler_hist__ = handler_hist ? _fbb.CreateVector<uint64_t>(*handler_hist) : 0;
+  auto last_error__ = last_error ? _fbb.CreateString(last_error) : 0;
+  return monarch::schema::CreateActorStats(
+      _fbb,
+      key__,
+      mesh__,
+      rank,
+      state,
+      messages,
+      errors,
+      queue_depth,
+      handler_ns,
+      handler_hist__,
+      last_error__);
+}
+
+/// One proc of the job.
+struct ProcInfo FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef ProcInfoBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_ADDR = 4,
+    VT_HOST = 6,
+    VT_PID = 8,
+    VT_MESH = 10,
+    VT_RANK = 12,
+    VT_STATE = 14,
+    VT_ERROR = 16,
+    VT_ACTORS = 18,
+    VT_ANSWERED = 20
+  };
+  /// Its address.
+  const ::flatbuffers::String *addr() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_ADDR);
+  }
+  /// Host name of the machine it runs on.
+  const ::flatbuffers::String *host() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_HOST);
+  }
+  /// OS process id on that host (0 when not known).
+  uint32_t pid() const {
+    return GetField<uint32_t>(VT_PID, 0);
+  }
+  /// User-visible name of its proc mesh ("" for the controller).
+  const ::flatbuffers::String *mesh() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_MESH);
+  }
+  /// Its rank in that mesh.
+  uint64_t rank() const {
+    return GetField<uint64_t>(VT_RANK, 0);
+  }
+  monarch::schema::EntityState state() const {
+    return static_cast<monarch::schema::EntityState>(GetField<uint8_t>(VT_STATE, 0));
+  }
+  /// Failure report when `state` is Failed.
+  const ::flatbuffers::String *error() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_ERROR);
+  }
+  /// The actors it hosts (empty when it could not be asked).
+  const ::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ActorStats>> *actors() const {
+    return GetPointer<const ::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ActorStats>> *>(VT_ACTORS);
+  }
+  /// Whether its actors could be asked for (false: starting, gone, or no
+  /// answer in time).
+  bool answered() const {
+    return GetField<uint8_t>(VT_ANSWERED, 0) != 0;
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyOffset(verifier, VT_ADDR) &&
+           verifier.VerifyString(addr()) &&
+           VerifyOffset(verifier, VT_HOST) &&
+           verifier.VerifyString(host()) &&
+           VerifyField<uint32_t>(verifier, VT_PID, 4) &&
+           VerifyOffset(verifier, VT_MESH) &&
+           verifier.VerifyString(mesh()) &&
+           VerifyField<uint64_t>(verifier, VT_RANK, 8) &&
+           VerifyField<uint8_t>(verifier, VT_STATE, 1) &&
+           VerifyOffset(verifier, VT_ERROR) &&
+           verifier.VerifyString(error()) &&
+           VerifyOffset(verifier, VT_ACTORS) &&
+           verifier.VerifyVector(actors()) &&
+           verifier.VerifyVectorOfTables(actors()) &&
+           VerifyField<uint8_t>(verifier, VT_ANSWERED, 1) &&
+           verifier.EndTable();
+  }
+};
+
+struct ProcInfoBuilder {
+  typedef ProcInfo Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_addr(::flatbuffers::Offset<::flatbuffers::String> addr) {
+    fbb_.AddOffset(ProcInfo::VT_ADDR, addr);
+  }
+  void add_host(::flatbuffers::Offset<::flatbuffers::String> host) {
+    fbb_.AddOffset(ProcInfo::VT_HOST, host);
+  }
+  void add_pid(uint32_t pid) {
+    fbb_.AddElement<uint32_t>(ProcInfo::VT_PID, pid, 0);
+  }
+  void add_mesh(::flatbuffers::Offset<::flatbuffers::String> mesh) {
+    fbb_.AddOffset(ProcInfo::VT_MESH, mesh);
+  }
+  void add_rank(uint64_t rank) {
+    fbb_.AddElement<uint64_t>(ProcInfo::VT_RANK, rank, 0);
+  }
+  void add_state(monarch::schema::EntityState state) {
+    fbb_.AddElement<uint8_t>(ProcInfo::VT_STATE, static_cast<uint8_t>(state), 0);
+  }
+  void add_error(::flatbuffers::Offset<::flatbuffers::String> error) {
+    fbb_.AddOffset(ProcInfo::VT_ERROR, error);
+  }
+  void add_actors(::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ActorStats>>> actors) {
+    fbb_.AddOffset(ProcInfo::VT_ACTORS, actors);
+  }
+  void add_answered(bool answered) {
+    fbb_.AddElement<uint8_t>(ProcInfo::VT_ANSWERED, static_cast<uint8_t>(answered), 0);
+  }
+  explicit ProcInfoBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<ProcInfo> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<ProcInfo>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<ProcInfo> CreateProcInfo(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    ::flatbuffers::Offset<::flatbuffers::String> addr = 0,
+    ::flatbuffers::Offset<::flatbuffers::String> host = 0,
+    uint32_t pid = 0,
+    ::flatbuffers::Offset<::flatbuffers::String> mesh = 0,
+    uint64_t rank = 0,
+    monarch::schema::EntityState state = monarch::schema::EntityState_Starting,
+    ::flatbuffers::Offset<::flatbuffers::String> error = 0,
+    ::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ActorStats>>> actors = 0,
+    bool answered = false) {
+  ProcInfoBuilder builder_(_fbb);
+  builder_.add_rank(rank);
+  builder_.add_actors(actors);
+  builder_.add_error(error);
+  builder_.add_mesh(mesh);
+  builder_.add_pid(pid);
+  builder_.add_host(host);
+  builder_.add_addr(addr);
+  builder_.add_answered(answered);
+  builder_.add_state(state);
+  return builder_.Finish();
+}
+
+inline ::flatbuffers::Offset<ProcInfo> CreateProcInfoDirect(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    const char *addr = nullptr,
+    const char *host = nullptr,
+    uint32_t pid = 0,
+    const char *mesh = nullptr,
+    uint64_t rank = 0,
+    monarch::schema::EntityState state = monarch::schema::EntityState_Starting,
+    const char *error = nullptr,
+    const std::vector<::flatbuffers::Offset<monarch::schema::ActorStats>> *actors = nullptr,
+    bool answered = false) {
+  auto addr__ = addr ? _fbb.CreateString(addr) : 0;
+  auto host__ = host ? _fbb.CreateString(host) : 0;
+  auto mesh__ = mesh ? _fbb.CreateString(mesh) : 0;
+  auto error__ = error ? _fbb.CreateString(error) : 0;
+  auto actors__ = actors ? _fbb.CreateVector<::flatbuffers::Offset<monarch::schema::ActorStats>>(*actors) : 0;
+  return monarch::schema::CreateProcInfo(
+      _fbb,
+      addr__,
+      host__,
+      pid,
+      mesh__,
+      rank,
+      state,
+      error__,
+      actors__,
+      answered);
+}
+
+/// One mesh the controller spawned.
+struct MeshInfo FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef MeshInfoBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_NAME = 4,
+    VT_KEY = 6,
+    VT_STATE = 8,
+    VT_PROCS = 10
+  };
+  /// User-visible name.
+  const ::flatbuffers::String *name() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_NAME);
+  }
+  /// Actor key of an actor mesh; "" for a proc mesh.
+  const ::flatbuffers::String *key() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_KEY);
+  }
+  monarch::schema::EntityState state() const {
+    return static_cast<monarch::schema::EntityState>(GetField<uint8_t>(VT_STATE, 0));
+  }
+  /// Addresses of its procs, by base rank.
+  const ::flatbuffers::Vector<::flatbuffers::Offset<::flatbuffers::String>> *procs() const {
+    return GetPointer<const ::flatbuffers::Vector<::flatbuffers::Offset<::flatbuffers::String>> *>(VT_PROCS);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyOffset(verifier, VT_NAME) &&
+           verifier.VerifyString(name()) &&
+           VerifyOffset(verifier, VT_KEY) &&
+           verifier.VerifyString(key()) &&
+           VerifyField<uint8_t>(verifier, VT_STATE, 1) &&
+           VerifyOffset(verifier, VT_PROCS) &&
+           verifier.VerifyVector(procs()) &&
+           verifier.VerifyVectorOfStrings(procs()) &&
+           verifier.EndTable();
+  }
+};
+
+struct MeshInfoBuilder {
+  typedef MeshInfo Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_name(::flatbuffers::Offset<::flatbuffers::String> name) {
+    fbb_.AddOffset(MeshInfo::VT_NAME, name);
+  }
+  void add_key(::flatbuffers::Offset<::flatbuffers::String> key) {
+    fbb_.AddOffset(MeshInfo::VT_KEY, key);
+  }
+  void add_state(monarch::schema::EntityState state) {
+    fbb_.AddElement<uint8_t>(MeshInfo::VT_STATE, static_cast<uint8_t>(state), 0);
+  }
+  void add_procs(::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<::flatbuffers::String>>> procs) {
+    fbb_.AddOffset(MeshInfo::VT_PROCS, procs);
+  }
+  explicit MeshInfoBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<MeshInfo> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<MeshInfo>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<MeshInfo> CreateMeshInfo(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    ::flatbuffers::Offset<::flatbuffers::String> name = 0,
+    ::flatbuffers::Offset<::flatbuffers::String> key = 0,
+    monarch::schema::EntityState state = monarch::schema::EntityState_Starting,
+    ::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<::flatbuffers::String>>> procs = 0) {
+  MeshInfoBuilder builder_(_fbb);
+  builder_.add_procs(procs);
+  builder_.add_key(key);
+  builder_.add_name(name);
+  builder_.add_state(state);
+  return builder_.Finish();
+}
+
+inline ::flatbuffers::Offset<MeshInfo> CreateMeshInfoDirect(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    const char *name = nullptr,
+    const char *key = nullptr,
+    monarch::schema::EntityState state = monarch::schema::EntityState_Starting,
+    const std::vector<::flatbuffers::Offset<::flatbuffers::String>> *procs = nullptr) {
+  auto name__ = name ? _fbb.CreateString(name) : 0;
+  auto key__ = key ? _fbb.CreateString(key) : 0;
+  auto procs__ = procs ? _fbb.CreateVector<::flatbuffers::Offset<::flatbuffers::String>>(*procs) : 0;
+  return monarch::schema::CreateMeshInfo(
+      _fbb,
+      name__,
+      key__,
+      state,
+      procs__);
+}
+
+/// A snapshot of a controller's job (`monarch_runtime_introspect`,
+/// `monarch top`): the controller itself first in `procs`, then every proc
+/// it started, and the meshes it spawned.
+struct Introspection FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef IntrospectionBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_CONTROLLER = 4,
+    VT_PROCS = 6,
+    VT_MESHES = 8
+  };
+  /// The controller's address.
+  const ::flatbuffers::String *controller() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_CONTROLLER);
+  }
+  const ::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ProcInfo>> *procs() const {
+    return GetPointer<const ::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ProcInfo>> *>(VT_PROCS);
+  }
+  const ::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::MeshInfo>> *meshes() const {
+    return GetPointer<const ::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::MeshInfo>> *>(VT_MESHES);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyOffset(verifier, VT_CONTROLLER) &&
+           verifier.VerifyString(controller()) &&
+           VerifyOffset(verifier, VT_PROCS) &&
+           verifier.VerifyVector(procs()) &&
+           verifier.VerifyVectorOfTables(procs()) &&
+           VerifyOffset(verifier, VT_MESHES) &&
+           verifier.VerifyVector(meshes()) &&
+           verifier.VerifyVectorOfTables(meshes()) &&
+           verifier.EndTable();
+  }
+};
+
+struct IntrospectionBuilder {
+  typedef Introspection Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_controller(::flatbuffers::Offset<::flatbuffers::String> controller) {
+    fbb_.AddOffset(Introspection::VT_CONTROLLER, controller);
+  }
+  void add_procs(::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ProcInfo>>> procs) {
+    fbb_.AddOffset(Introspection::VT_PROCS, procs);
+  }
+  void add_meshes(::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::MeshInfo>>> meshes) {
+    fbb_.AddOffset(Introspection::VT_MESHES, meshes);
+  }
+  explicit IntrospectionBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<Introspection> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<Introspection>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<Introspection> CreateIntrospection(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    ::flatbuffers::Offset<::flatbuffers::String> controller = 0,
+    ::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::ProcInfo>>> procs = 0,
+    ::flatbuffers::Offset<::flatbuffers::Vector<::flatbuffers::Offset<monarch::schema::MeshInfo>>> meshes = 0) {
+  IntrospectionBuilder builder_(_fbb);
+  builder_.add_meshes(meshes);
+  builder_.add_procs(procs);
+  builder_.add_controller(controller);
+  return builder_.Finish();
+}
+
+inline ::flatbuffers::Offset<Introspection> CreateIntrospectionDirect(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    const char *controller = nullptr,
+    const std::vector<::flatbuffers::Offset<monarch::schema::ProcInfo>> *procs = nullptr,
+    const std::vector<::flatbuffers::Offset<monarch::schema::MeshInfo>> *meshes = nullptr) {
+  auto controller__ = controller ? _fbb.CreateString(controller) : 0;
+  auto procs__ = procs ? _fbb.CreateVector<::flatbuffers::Offset<monarch::schema::ProcInfo>>(*procs) : 0;
+  auto meshes__ = meshes ? _fbb.CreateVector<::flatbuffers::Offset<monarch::schema::MeshInfo>>(*meshes) : 0;
+  return monarch::schema::CreateIntrospection(
+      _fbb,
+      controller__,
+      procs__,
+      meshes__);
 }
 
 inline const monarch::schema::Envelope *GetEnvelope(const void *buf) {

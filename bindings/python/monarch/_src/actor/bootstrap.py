@@ -6,6 +6,10 @@ bootstrap environment set (``MONARCH_CONTROLLER``, ``MONARCH_PROC_ADDR``,
 (which connects back to the controller and reports ready), then handles
 events one at a time until the proc is asked to stop (see ``server`` for the
 protocol), and frees the runtime.
+
+A proc with a Unix address dumps every thread's stack on SIGUSR1
+(``faulthandler``) to ``<its socket path>.stacks``, which ``monarch top``
+reads (docs/operating.md).
 """
 
 from __future__ import annotations
@@ -18,11 +22,32 @@ from .debugger import install as install_debugger
 from .server import Server
 
 
+def _dump_stacks_on_sigusr1() -> None:
+    """Register faulthandler on SIGUSR1, writing to ``<socket>.stacks``."""
+    import faulthandler
+    import signal
+
+    addr = os.environ.get("MONARCH_PROC_ADDR", "")
+    if not addr.startswith("unix:"):
+        return
+    try:
+        f = open(addr[len("unix:") :] + ".stacks", "w")  # noqa: SIM115 - open for the proc's life
+    except OSError:
+        return
+    faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
+    global _stacks_file
+    _stacks_file = f
+
+
+_stacks_file = None
+
+
 def main() -> int:
     """Serve this proc's actors; the process's exit status."""
     if "MONARCH_CONTROLLER" not in os.environ:
         sys.stderr.write("monarch._bootstrap: not started by a monarch controller\n")
         return 2
+    _dump_stacks_on_sigusr1()
     rt = runtime()
     install_debugger()
     try:
