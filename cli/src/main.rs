@@ -6,11 +6,13 @@
 //!   [`plugin`]).
 //! - `monarch host`: the host agent (see [`host`]).
 //! - `monarch secret`: print a fresh job secret.
+//! - `monarch trace merge`: merge per-proc trace parts (see [`trace`]).
 
 mod actor_threads;
 mod answer;
 mod host;
 mod plugin;
+mod trace;
 mod worker;
 
 use std::process::ExitCode;
@@ -27,6 +29,8 @@ Commands:
   host      Run a host agent: start procs on this machine for remote
             controllers
   secret    Print a fresh job secret (256 random bits as 64 hex digits)
+  trace     Merge the per-proc parts of a MONARCH_TRACE trace into one
+            Chrome/Perfetto trace file
   help      Print this message, or the help of a command
 
 Options:
@@ -35,6 +39,7 @@ Options:
 
 Run `monarch <COMMAND> --help` for the help of a command.
 Logging: set MONARCH_LOG (tracing env-filter syntax, default \"warn\").
+Tracing: set MONARCH_TRACE=PATH for a Chrome trace of the job (docs/tracing.md).
 ";
 
 const WORKER_USAGE: &str = "\
@@ -147,11 +152,7 @@ fn print_secret(args: &[String]) -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .try_init();
+    monarch_core::trace::install_subscriber();
 }
 
 fn is_help(a: &str) -> bool {
@@ -217,6 +218,10 @@ fn main() -> ExitCode {
                 print!("{SECRET_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("trace") => {
+                print!("{}", trace::USAGE);
+                ExitCode::SUCCESS
+            }
             Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
         },
         "worker" => {
@@ -249,6 +254,13 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             print_secret(rest)
+        }
+        "trace" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{}", trace::USAGE);
+                return ExitCode::SUCCESS;
+            }
+            trace::run(rest)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }

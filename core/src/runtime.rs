@@ -45,6 +45,7 @@ mod listeners;
 mod peers;
 mod ports;
 use actors::ActorState;
+pub(crate) use children::StartWatch;
 pub use events::{Event, EventKind};
 pub use ports::PortReceiver;
 pub(crate) mod remote;
@@ -71,6 +72,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
 use crate::port::{PortRef, StreamPort};
 use crate::process::SocketDir;
+use crate::progress::ProgressKind;
 use crate::supervision::SupervisionEvent;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
@@ -253,6 +255,7 @@ impl Runtime {
                     _ => crate::secret::generate()
                         .map_err(|e| Error::io("no random bytes from the kernel", e))?,
                 };
+                crate::trace::job_started();
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
         }
@@ -387,12 +390,16 @@ impl Runtime {
         self.check_running()?;
         let dir = self.inner.id.socket_dir()?;
         let mut addrs = Vec::with_capacity(n);
+        let progress = crate::progress::start(ProgressKind::ProcsReady, "procs ready", n as u64);
         for rank in 0..n {
             let addr = format!("unix:{}/p{}.sock", dir.display(), self.next_id());
             // Waiting for Ready reads our sockets, like any other wait.
             let ready: Completion<Result<()>> =
                 Completion::with_pump(None, Some(self.inner.pump.clone()));
-            self.inner.children.expect_ready(&addr, ready.clone());
+            let watch = StartWatch::new(rank, &addr, &progress);
+            self.inner
+                .children
+                .expect_ready(&addr, ready.clone(), watch);
             let mut env = env.to_vec();
             env.extend([
                 (ENV_CONTROLLER.to_string(), self.inner.id.addr.clone()),
@@ -618,6 +625,15 @@ impl Runtime {
                     continue;
                 }
             }
+            let mut ev = ev;
+            ev.span = tracing::info_span!(
+                "handle",
+                kind = ?ev.kind,
+                actor = %ev.actor,
+                method = %ev.method,
+                rank = ev.message_rank,
+                msg = ev.message_id(),
+            );
             return Ok(ev);
         }
     }
@@ -655,6 +671,9 @@ impl Runtime {
         // The children are gone: their last lines are in the pipes.
         crate::logs::wait_local_output(Duration::from_secs(1));
         crate::logs::flush();
+        // The procs have exited and written their parts of the trace.
+        crate::trace::flush();
+        crate::trace::job_finished();
     }
 
     /// Open a stream port of this proc; `once`: it takes one value only.

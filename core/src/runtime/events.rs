@@ -57,6 +57,8 @@ pub struct Event {
     pub(super) reply: Option<ReplyTo>,
     pub(super) answered: bool,
     pub(super) rt: Weak<Inner>,
+    /// The `handle` span: from the binding taking the event to its answer.
+    pub(super) span: tracing::Span,
 }
 
 impl Event {
@@ -85,6 +87,7 @@ impl Event {
             reply,
             answered,
             rt,
+            span: tracing::Span::none(),
         }
     }
 
@@ -117,6 +120,12 @@ impl Event {
         }
         rt.fail_event(self, cause_text, payload);
         Ok(())
+    }
+
+    /// The id of the call this event answers (its reply port; 0 when
+    /// nobody waits): the `msg` field of its spans.
+    pub(super) fn message_id(&self) -> u64 {
+        self.reply.as_ref().map_or(0, |r| r.port)
     }
 
     /// The proc that sent this message, when it waits for an answer.
