@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::wire::fb;
+
 /// What kind of operation an update is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -75,6 +77,31 @@ pub struct Update {
 }
 
 impl Update {
+    /// Encode as a `ProgressEvent` flatbuffer (core/schema/monarch.fbs).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut fbb = flatbuffers::FlatBufferBuilder::new();
+        let label = fbb.create_string(&self.label);
+        let state = fbb.create_string(&self.state);
+        let text = fbb.create_string(&self.render());
+        let root = fb::ProgressEvent::create(
+            &mut fbb,
+            &fb::ProgressEventArgs {
+                id: self.id,
+                kind: fb::ProgressKind(self.kind as u32),
+                label: Some(label),
+                done: self.done,
+                total: self.total,
+                failed: self.failed,
+                state: Some(state),
+                elapsed_us: self.elapsed.as_micros() as u64,
+                finished: self.finished,
+                text: Some(text),
+            },
+        );
+        fbb.finish_minimal(root);
+        fbb.finished_data().to_vec()
+    }
+
     /// The update as one line of text, e.g. `procs ready 37/128 (2.1s)`.
     pub fn render(&self) -> String {
         let count = |v: u64| {
@@ -391,6 +418,30 @@ mod tests {
         u.total = 0;
         u.state = "PENDING (Resources)".into();
         assert_eq!(u.render(), "SLURM job 42: PENDING (Resources) (2.1s)");
+    }
+
+    #[test]
+    fn an_update_encodes_as_a_progress_event() {
+        let u = Update {
+            id: 7,
+            kind: ProgressKind::TensorFetch,
+            label: "fetch".into(),
+            done: 3,
+            total: 4,
+            failed: 0,
+            state: "x".into(),
+            elapsed: Duration::from_micros(1500),
+            finished: true,
+        };
+        let bytes = u.encode();
+        let ev = flatbuffers::root::<fb::ProgressEvent>(&bytes).unwrap();
+        assert_eq!(ev.id(), 7);
+        assert_eq!(ev.kind(), fb::ProgressKind::TensorFetch);
+        assert_eq!((ev.done(), ev.total(), ev.elapsed_us()), (3, 4, 1500));
+        assert_eq!(ev.label(), Some("fetch"));
+        assert_eq!(ev.state(), Some("x"));
+        assert!(ev.finished());
+        assert_eq!(ev.text(), Some(u.render().as_str()));
     }
 
     #[test]

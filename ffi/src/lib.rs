@@ -36,6 +36,7 @@ mod event;
 mod port;
 
 mod host_mesh;
+mod progress;
 mod rdma;
 mod slurm;
 
@@ -46,6 +47,7 @@ pub use future::*;
 pub use host_mesh::*;
 pub use port::*;
 pub use proc_mesh::*;
+pub use progress::*;
 pub use rdma::*;
 pub use runtime::*;
 pub use slurm::*;

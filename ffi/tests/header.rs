@@ -36,6 +36,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ),
     ("rdma", "monarch_rdma_buffer: the data plane"),
     ("slurm", "monarch_slurm_job: the SLURM allocator"),
+    ("progress", "monarch_progress: progress of long operations"),
 ];
 
 const CPP_OPEN: &str = "#ifdef __cplusplus\nextern \"C\" {\n#endif // __cplusplus";

@@ -41,6 +41,7 @@ mutable struct monarch_event end
 mutable struct monarch_host_mesh end
 mutable struct monarch_rdma_buffer end
 mutable struct monarch_slurm_job end
+mutable struct monarch_progress end
 struct monarch_bytes
     ptr::Ptr{UInt8}
     len::Csize_t
@@ -158,6 +159,11 @@ const FUNCTION_NAMES = (
     :monarch_slurm_job_id,
     :monarch_slurm_job_stop,
     :monarch_slurm_job_free,
+    :monarch_progress_watch,
+    :monarch_progress_next,
+    :monarch_progress_begin,
+    :monarch_progress_set,
+    :monarch_progress_free,
 )
 
 const _fp_monarch_abi_version = Ref{Ptr{Cvoid}}(C_NULL)
@@ -251,6 +257,11 @@ const _fp_monarch_slurm_job_host_mesh = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_id = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_stop = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_free = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_watch = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_next = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_begin = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_set = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_free = Ref{Ptr{Cvoid}}(C_NULL)
 
 """Resolve every function of the header in the library `lib` (a Libdl handle);
 throws when one is missing."""
@@ -346,6 +357,11 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_slurm_job_id[] = Libdl.dlsym(lib, :monarch_slurm_job_id)
     _fp_monarch_slurm_job_stop[] = Libdl.dlsym(lib, :monarch_slurm_job_stop)
     _fp_monarch_slurm_job_free[] = Libdl.dlsym(lib, :monarch_slurm_job_free)
+    _fp_monarch_progress_watch[] = Libdl.dlsym(lib, :monarch_progress_watch)
+    _fp_monarch_progress_next[] = Libdl.dlsym(lib, :monarch_progress_next)
+    _fp_monarch_progress_begin[] = Libdl.dlsym(lib, :monarch_progress_begin)
+    _fp_monarch_progress_set[] = Libdl.dlsym(lib, :monarch_progress_set)
+    _fp_monarch_progress_free[] = Libdl.dlsym(lib, :monarch_progress_free)
     return nothing
 end
 
@@ -440,3 +456,8 @@ monarch_slurm_job_host_mesh(job, out) = ccall(_fp_monarch_slurm_job_host_mesh[],
 monarch_slurm_job_id(job, out, out_len) = ccall(_fp_monarch_slurm_job_id[], Int32, (Ptr{monarch_slurm_job}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), job, out, out_len)
 monarch_slurm_job_stop(job) = ccall(_fp_monarch_slurm_job_stop[], Int32, (Ptr{monarch_slurm_job}, ), job)
 monarch_slurm_job_free(job) = ccall(_fp_monarch_slurm_job_free[], Int32, (Ptr{monarch_slurm_job}, ), job)
+monarch_progress_watch(enable) = ccall(_fp_monarch_progress_watch[], Int32, (Bool, ), enable)
+monarch_progress_next(timeout_ms, out, out_len) = ccall(_fp_monarch_progress_next[], Int32, (Int64, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), timeout_ms, out, out_len)
+monarch_progress_begin(kind, label, total, out) = ccall(_fp_monarch_progress_begin[], Int32, (UInt32, Ptr{UInt8}, UInt64, Ptr{Ptr{monarch_progress}}), kind, label, total, out)
+monarch_progress_set(op, done, total) = ccall(_fp_monarch_progress_set[], Int32, (Ptr{monarch_progress}, UInt64, UInt64), op, done, total)
+monarch_progress_free(op) = ccall(_fp_monarch_progress_free[], Int32, (Ptr{monarch_progress}, ), op)
