@@ -39,7 +39,7 @@ const std::map<std::string, std::function<void()>> tests = {
     {"rdma", test_rdma},           {"slurm", test_slurm},           {"handles", test_handles},
     {"actor_supervise", test_actor_supervise}, {"schema", test_schema},
     {"undeliverable_reply", test_undeliverable_reply},
-    {"actor_workers", test_actor_workers},
+    {"actor_workers", test_actor_workers}, {"progress", test_progress},
 };
 
 }  // namespace

@@ -33,6 +33,8 @@ void test_schema();
 void test_undeliverable_reply();
 // test_actor_workers.cpp
 void test_actor_workers();
+// test_progress.cpp
+void test_progress();
 
 }  // namespace cpp_test
 

@@ -19,7 +19,8 @@ export Runtime, shutdown, this_host, this_proc, spawn_procs, attach_hosts, slurm
     ActorMesh, Endpoint, spawn, spawn_native, call, call_one, choose, stream, stop, Future, ValueMesh,
     Point, slice, flatten, rename, sizes, labels, open_port, PortRef, PortReceiver, send, send_parts, send_error, recv,
     MonarchError, ActorError, SupervisionError, SupervisionEvent, next_supervision_event, @endpoint,
-    serve_if_worker, current_rank, ActorFailure, to_ref, proc_mesh_from_ref, RDMABuffer, RDMADescriptor, descriptor, read_into!, write_from!, TimeoutError
+    serve_if_worker, current_rank, ActorFailure, to_ref, proc_mesh_from_ref, RDMABuffer, RDMADescriptor, descriptor, read_into!, write_from!, TimeoutError,
+    ProgressEvent, Progress, watch_progress, next_progress_event, set_progress!, finish!
 
 include("library.jl")
 include("errors.jl")
@@ -35,6 +36,7 @@ include("ports.jl")
 include("hosted.jl")
 include("worker.jl")
 include("rdma.jl")
+include("progress.jl")
 
 function __init__()
     load_library!()
