@@ -195,6 +195,9 @@ impl Inner {
                     .refused(peer, "StopProc", "only this proc's controller may stop it");
             }
             Kind::StopProc => {
+                // What the trace holds so far is kept even if the proc is
+                // killed before it shuts down.
+                crate::trace::flush();
                 // Procs this one started stop first.
                 self.stop_owned_then(None, Event::stop_proc());
             }
