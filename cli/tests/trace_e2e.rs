@@ -68,6 +68,7 @@ fn a_traced_run_gives_one_chrome_trace_of_every_proc() {
     }
     let fut = am.call("rank", &[], CallMode::One);
     assert!(fut.is_err(), "call_one on 3 points is refused");
+    assert!(pm.stop().wait(Some(HANG)), "procs did not stop");
     rt.shutdown();
 
     let evs = events(&trace);

@@ -430,6 +430,11 @@ where
         }
         line.push('\n');
         write_line(&line);
+        if d.is_async {
+            // Once per handled event or started proc: what a proc did up to
+            // its last message is kept even if it is killed or crashes.
+            flush();
+        }
     }
 }
 
