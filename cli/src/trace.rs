@@ -81,8 +81,14 @@ fn merge(out: &std::path::Path, inputs: &[PathBuf]) -> ExitCode {
                     return ExitCode::from(1);
                 }
             }
-        } else {
+        } else if p.is_file() {
             parts.push(p.clone());
+        } else {
+            eprintln!(
+                "monarch trace: no such part file or directory: {}",
+                p.display()
+            );
+            return ExitCode::from(1);
         }
     }
     match monarch_core::trace::merge_files(&parts, out) {

@@ -199,7 +199,15 @@ pub fn merge(dir: &Path, out: &Path) -> io::Result<Merged> {
 /// Merge the given part files into one Chrome trace JSON file at `out`.
 pub fn merge_files(parts: &[PathBuf], out: &Path) -> io::Result<Merged> {
     let tmp = out.with_extension("json.tmp");
-    let mut w = BufWriter::new(File::create(&tmp)?);
+    let merged = write_merged(parts, &tmp).and_then(|m| std::fs::rename(&tmp, out).map(|_| m));
+    if merged.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    merged
+}
+
+fn write_merged(parts: &[PathBuf], tmp: &Path) -> io::Result<Merged> {
+    let mut w = BufWriter::new(File::create(tmp)?);
     w.write_all(b"{\"traceEvents\":[\n")?;
     let mut m = Merged {
         files: 0,
@@ -223,8 +231,6 @@ pub fn merge_files(parts: &[PathBuf], out: &Path) -> io::Result<Merged> {
     }
     w.write_all(b"\n],\"displayTimeUnit\":\"ms\"}\n")?;
     w.flush()?;
-    drop(w);
-    std::fs::rename(&tmp, out)?;
     Ok(m)
 }
 
