@@ -33,7 +33,7 @@ CARGO_PROFILE := --release
 # procs of this run (see scripts/check-orphans.sh).
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
-.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool julia test-julia demo test lint fmt bench \
+.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool tmux-tool julia test-julia demo test lint fmt bench \
 	check-cargo clean distclean \
 	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests bench-supervision
 
@@ -125,6 +125,10 @@ test-julia: julia build
 pkg-config-tool:
 	@command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq pkg-config >/dev/null; }
 
+# The remote-debugging tests drive `monarch debug` in tmux (bindings/python/tests/test_debug.py).
+tmux-tool:
+	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; }
+
 demo: venv install
 	$(VPY) examples/python/hello_mesh.py
 
@@ -214,7 +218,7 @@ fmt: venv check-cargo
 	$(VENV)/bin/ruff format examples scripts
 
 test: export MONARCH_ORPHAN_TAG := $(ORPHAN_TAG)
-test: venv build install julia
+test: venv build install julia tmux-tool
 	$(CARGO) fmt --all -- --check
 	$(VENV)/bin/ruff check
 	$(MODULE_CYCLES)

@@ -6,10 +6,12 @@
 //!   [`plugin`]).
 //! - `monarch host`: the host agent (see [`host`]).
 //! - `monarch secret`: print a fresh job secret.
+//! - `monarch debug`: the client of a job's remote debugger (see [`debug`]).
 //! - `monarch trace merge`: merge per-proc trace parts (see [`trace`]).
 
 mod actor_threads;
 mod answer;
+mod debug;
 mod host;
 mod plugin;
 mod trace;
@@ -29,6 +31,8 @@ Commands:
   host      Run a host agent: start procs on this machine for remote
             controllers
   secret    Print a fresh job secret (256 random bits as 64 hex digits)
+  debug     Attach to a running job's debugger: list the actors stopped in
+            breakpoint(), attach to one, send pdb commands to several
   trace     Merge the per-proc parts of a MONARCH_TRACE trace into one
             Chrome/Perfetto trace file
   help      Print this message, or the help of a command
@@ -134,6 +138,30 @@ Options:
   -h, --help  Print help
 ";
 
+const DEBUG_USAGE: &str = "\
+monarch debug: attach to a running job's debugger
+
+Usage: monarch debug [--controller PID|DIR|ADDR] [--wait]
+
+A Python endpoint that calls breakpoint() or pdb.set_trace() in a proc
+pauses its actor (the proc's other actors go on) and opens a debug session
+with the job's root controller. This command lists those sessions and
+relays pdb commands to them; it reads its commands from stdin (type `help`).
+
+Which controller: --controller names its process id, its socket directory
+(/tmp/monarch-<uid>/<pid>-<random>) or its address (unix:PATH or
+tcp:IP:PORT); without it, the only running controller of this user. The
+job secret is MONARCH_JOB_TOKEN when set, else the file job.secret the
+controller keeps in its socket directory (mode 0600).
+
+Options:
+      --controller X  The controller to attach to (PID, directory or address)
+      --wait          Say nothing until a debug session opens that was not
+                      open at start, then start (a Python controller runs
+                      this on its own terminal when it is interactive)
+  -h, --help          Print help
+";
+
 /// `monarch secret`: one fresh secret on stdout.
 fn print_secret(args: &[String]) -> ExitCode {
     if let Some(a) = args.first() {
@@ -218,6 +246,10 @@ fn main() -> ExitCode {
                 print!("{SECRET_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("debug") => {
+                print!("{DEBUG_USAGE}");
+                ExitCode::SUCCESS
+            }
             Some("trace") => {
                 print!("{}", trace::USAGE);
                 ExitCode::SUCCESS
@@ -261,6 +293,18 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             trace::run(rest)
+        }
+        "debug" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{DEBUG_USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            let args = match debug::parse_args(rest) {
+                Ok(a) => a,
+                Err(msg) => return usage_error(&msg, DEBUG_USAGE),
+            };
+            init_logging();
+            debug::run(&args)
         }
         other => usage_error(&format!("unknown command '{other}'"), USAGE),
     }

@@ -248,3 +248,38 @@ fn trace_merge_checks_its_arguments() {
         .starts_with("{\"traceEvents\":["));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn debug_help_and_bad_targets() {
+    for args in [&["debug", "--help"][..], &["help", "debug"]] {
+        let o = monarch(args);
+        assert!(o.status.success(), "{args:?}: {}", o.status);
+        assert!(
+            stdout(&o).contains("Usage: monarch debug"),
+            "{}",
+            stdout(&o)
+        );
+    }
+    let o = monarch(&["debug", "--bogus"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unexpected argument '--bogus'"),
+        "{}",
+        stderr(&o)
+    );
+    // No such controller: a clear error, exit status 1.
+    let o = monarch(&["debug", "--controller", "4294967295"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no running controller with pid 4294967295"),
+        "{}",
+        stderr(&o)
+    );
+    let o = monarch(&["debug", "--controller", "/nonexistent/dir"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not a controller's socket directory"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -165,6 +165,8 @@ impl HostMesh {
                     .expect_remote(a, h, StartWatch::new(i * k + j, a, &progress));
             }
             let controller = self.rt.tcp_addr_towards(h)?;
+            let (dk, dv) = self.rt.debug_env(&controller);
+            let env_b = format!("{env_b}\0{dk}={dv}");
             let base = (i * k).to_string();
             let list = addrs[i].join("\n");
             started.push(self.rt.call_agent(

@@ -36,6 +36,9 @@ pub mod allocator;
 pub mod auth;
 pub mod completion;
 mod conn;
+pub mod debug_protocol;
+#[cfg(test)]
+mod debug_tests;
 pub mod error;
 mod eventfd;
 pub mod frame;

@@ -33,6 +33,7 @@ use flatbuffers::FlatBufferBuilder;
 mod actors;
 pub(crate) mod cast;
 mod children;
+mod debug;
 mod dispatch;
 mod events;
 mod failures;
@@ -128,6 +129,8 @@ pub(crate) struct Inner {
     /// Owners, failed procs and actors, top-level supervision events.
     supervision: Supervision,
     heartbeat: heartbeat::Heartbeat,
+    /// Remote-debugging sessions (the root controller's registry).
+    debug: debug::DebugSessions,
 
     // How threads wait and wake (see `io`).
     notifier: Arc<Notifier>,
@@ -210,6 +213,20 @@ thread_local! {
     static FBB: RefCell<FlatBufferBuilder<'static>> = RefCell::new(FlatBufferBuilder::with_capacity(512));
 }
 
+/// Write the job secret to `path`, readable by this user only.
+fn write_secret_file(path: &std::path::Path, secret: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io(&format!("cannot create {}", path.display()), e))?;
+    f.write_all(secret.as_bytes())
+        .map_err(|e| Error::io(&format!("cannot write {}", path.display()), e))
+}
+
 /// 128 random bits as hex (socket directory names).
 fn random_hex() -> Result<String> {
     crate::random::hex128().map_err(|e| Error::io("no random bytes from the kernel", e))
@@ -252,8 +269,13 @@ impl Runtime {
                         crate::secret::check(&t, ENV_JOB_TOKEN)?;
                         t
                     }
-                    _ => crate::secret::generate()
-                        .map_err(|e| Error::io("no random bytes from the kernel", e))?,
+                    _ => {
+                        let t = crate::secret::generate()
+                            .map_err(|e| Error::io("no random bytes from the kernel", e))?;
+                        // For a debug client of the same user (`monarch debug`).
+                        write_secret_file(&dir.path.join(crate::debug_protocol::SECRET_FILE), &t)?;
+                        t
+                    }
                 };
                 crate::trace::job_started();
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
@@ -314,6 +336,7 @@ impl Runtime {
             deferred: AtomicBool::new(false),
             supervision: Default::default(),
             heartbeat: Default::default(),
+            debug: Default::default(),
             io: Io {
                 kick: kick_fd,
                 active: AtomicUsize::new(0),
@@ -343,6 +366,26 @@ impl Runtime {
             tracing::debug!(addr = %rt.inner.id.addr, "worker ready");
         }
         Ok(rt)
+    }
+
+    /// The environment entry giving a child proc the job's debug
+    /// registry (`debug_protocol`): the one this proc was given, else this
+    /// proc's own, reached at `my_addr` (the address the child knows us by).
+    pub fn debug_env(&self, my_addr: &str) -> (String, String) {
+        use crate::debug_protocol::{DEBUG_ACTOR, ENV_DEBUG_REF};
+        let value = match std::env::var(ENV_DEBUG_REF) {
+            Ok(v) if !v.is_empty() && self.is_worker() => v,
+            _ => {
+                let r = crate::wire::ActorMeshRef {
+                    name: "monarch_debug".into(),
+                    key: DEBUG_ACTOR.into(),
+                    procs: vec![my_addr.to_string()],
+                    shape: Shape::dense(Vec::new(), Vec::new()).expect("the empty shape"),
+                };
+                r.encode().iter().map(|b| format!("{b:02x}")).collect()
+            }
+        };
+        (ENV_DEBUG_REF.to_string(), value)
     }
 
     /// This proc's address.
@@ -406,6 +449,7 @@ impl Runtime {
                 (ENV_PROC_ADDR.to_string(), addr.clone()),
                 (ENV_JOB_TOKEN.to_string(), self.inner.id.token.clone()),
                 (ENV_PROC_RANK.to_string(), rank.to_string()),
+                self.debug_env(&self.inner.id.addr),
             ]);
             let weak = Arc::downgrade(&self.inner);
             let opts = crate::process::SpawnOpts {

@@ -10,7 +10,10 @@ guide, with programs of our own):
 6. ports: a channel, and ``send`` with replies to a port;
 7. an inference engine that answers through its response port, from a
    thread of its own;
-8. an RDMA buffer handed from one actor to another.
+8. an RDMA buffer handed from one actor to another;
+9. distributed tensors: torch under ``procs.activate()``, shards fetched,
+   handed to actors, made by an endpoint (``rref``), remote functions
+   answering to a port.
 
 Run: .venv/bin/python examples/python/tutorial.py
 """
@@ -282,6 +285,50 @@ def rdma_hand_off(procs):
     print("each reader pulled the weights one-sided; sums:", list(sums.values()))
 
 
+# ---------------------------------------------------------------------------
+# 9. Distributed tensors
+
+
+class Scaler(Actor):
+    def __init__(self, factor):
+        self.factor = factor
+
+    @endpoint
+    def norm(self, shard):
+        # A distributed tensor arrives as this proc's own shard.
+        return round(float(shard.norm()), 4)
+
+    # propagate: the result's shape from the input's, so rref() gives a
+    # distributed tensor at once, without waiting for the actors.
+    @endpoint(propagate=lambda x: x)
+    def scale(self, shard):
+        return shard * self.factor
+
+
+def distributed_tensors(procs):
+    import torch
+
+    from monarch import fetch_shard, remote
+
+    @remote
+    def shard_sum(t):
+        return round(float(t.sum()), 4)
+
+    with procs.activate():
+        t = torch.rand(3, 4)  # one shard per proc
+        gram = t @ t.T  # runs on every proc, issued without waiting
+    print("gram matrix on hosts=1, gpus=0:", fetch_shard(gram, hosts=1, gpus=0).get().shape)
+    scalers = procs.spawn("scalers", Scaler, 10.0)
+    print("norms of each proc's shard:", list(scalers.norm.call(t).get().values()))
+    with procs.activate():
+        scaled = torch.relu(scalers.scale.rref(t))
+    assert torch.allclose(fetch_shard(scaled, hosts=0, gpus=1).get(), fetch_shard(t, hosts=0, gpus=1).get() * 10)
+    port, recv = Channel.open()
+    with procs.activate():
+        send(shard_sum, args=(scaled,), kwargs={}, port=port)
+    print("each proc sent its sum to the port:", sorted(recv.recv().get() for _ in range(4)))
+
+
 def main():
     host = this_host()
     procs = host.spawn_procs(per_host={"hosts": 2, "gpus": 2})
@@ -294,6 +341,7 @@ def main():
         ports_and_send(procs)
         inference(procs)
         rdma_hand_off(procs)
+        distributed_tensors(procs)
     finally:
         procs.stop().get()
     print("done")

@@ -9,6 +9,9 @@ __version__ = "0.1.0"
 _TENSOR_NAMES = {
     "fetch_shard": "monarch._src.tensor.api",
     "inspect": "monarch._src.tensor.api",
+    "show": "monarch._src.tensor.api",
+    "get_active_mesh": "monarch._src.tensor.api",
+    "to_mesh": "monarch._src.tensor.api",
     "remote": "monarch._src.tensor.api",
     "Remote": "monarch._src.tensor.api",
     "no_mesh": "monarch._src.tensor.dtensor",

@@ -42,3 +42,13 @@ def stalled_on(t, gpu):
     if current_worker().coords["gpu"] == gpu:
         time.sleep(600)
     return t.clone()
+
+
+@remote(propagate=lambda t, gpu: t)
+def failing_on(t, gpu):
+    """``t`` again; raises on the proc at ``gpu``."""
+    from monarch._src.tensor.worker import current_worker
+
+    if current_worker().coords["gpu"] == gpu:
+        raise ValueError(f"failed on gpu {gpu} on purpose")
+    return t.clone()

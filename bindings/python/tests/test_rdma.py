@@ -67,6 +67,19 @@ def test_controller_reads_and_writes_an_actor_buffer(owner, backend, monkeypatch
     assert owner.checksum.call_one().get() == int(pattern(N, 3).sum(dtype=np.uint64))
 
 
+def test_read_part_reads_exactly_the_destination(owner):
+    buf = owner.buffer.call_one().get()
+    part = np.full(1000, 0xEE, dtype=np.uint8)
+    buf.read_part(part, offset=12345, timeout=60).get()
+    assert np.array_equal(part, pattern(N, 3)[12345:13345])
+    buf.read_part(part, offset=N - 1000).get()
+    assert np.array_equal(part, pattern(N, 3)[N - 1000 :])
+    with pytest.raises(ValueError, match="outside"):
+        buf.read_part(part, offset=N - 999)
+    with pytest.raises(ValueError, match="read-only"):
+        buf.read_part(memoryview(bytes(10)))
+
+
 @pytest.mark.parametrize("backend", ["same_host", "tcp"])
 def test_buffer_returned_by_one_actor_used_by_another(owner, reader, backend):
     buf = owner.buffer.call_one().get()

@@ -4,6 +4,7 @@ remote functions, streams, nn training and a proc dying mid-op."""
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -138,6 +139,21 @@ def test_worker_error_surfaces_at_fetch_and_mesh_keeps_working(mesh):
     assert fetch_shard(bad).result(timeout=T).numel() == 0
 
 
+def test_a_worker_error_before_a_reduce_fails_it_on_every_member(mesh):
+    # gpu=2 has no input for the reduce: it tells the other members, which
+    # would otherwise wait for its chunks; the mesh keeps working.
+    from tensor_actors import failing_on
+
+    with mesh.activate():
+        r = failing_on(torch.ones(3), 2).reduce("gpu", "sum")
+    for g in range(4):
+        with pytest.raises(Exception, match="failed on gpu 2 on purpose"):
+            fetch_shard(r, gpu=g).result(timeout=T)
+    with mesh.activate():
+        ok = torch.ones(3).reduce("gpu", "sum")
+    assert fetch_shard(ok, gpu=3).result(timeout=T).tolist() == [4.0] * 3
+
+
 def test_values_need_a_fetch(mesh):
     with mesh.activate():
         t = torch.ones(1)
@@ -232,11 +248,25 @@ def test_proc_dying_mid_op_gives_supervision_error():
             pass
 
 
-def test_proc_dying_mid_reduce_fails_the_fetch_from_a_live_peer():
+def _running(pm, gpu):
+    """What the streams of the tensor worker at ``gpu`` run now (a call its
+    actor thread answers while the streams run ops)."""
+    stats = pm._tensor_controller.worker_at({"gpu": gpu}).stats.call_one().get(timeout=T)
+    return stats["running"]
+
+
+def _wait_until(cond, what, bound=90.0):
+    deadline = time.monotonic() + bound
+    while not cond():
+        assert time.monotonic() < deadline, f"still not {what} after {bound} s"
+        time.sleep(0.05)
+
+
+def test_proc_dying_mid_reduce_frees_the_live_peer_and_fails_the_fetch():
     # gpu=0 enters the reduce and waits for the chunk of gpu=1, which stalls
-    # before its reduce and is killed: the fetch from the live gpu=0 fails
-    # with the loss, long before its bound (a wait for the chunk would end
-    # in TimeoutError instead).
+    # before its reduce and is killed. The live gpu=0 gives up on its own
+    # (it watches its peers: its stream is free again, long before the
+    # reduce's own 300 s bound), and the fetch from it raises the loss.
     from tensor_actors import ShardReader, stalled_on
 
     pm = this_host().spawn_procs(per_host={"gpu": 2})
@@ -245,7 +275,11 @@ def test_proc_dying_mid_reduce_fails_the_fetch_from_a_live_peer():
         with pm.activate():
             t = torch.ones(4)
             r = stalled_on(t, 1).reduce("gpu", "sum")
+        pm._tensor_controller.flush()
+        _wait_until(lambda: _running(pm, 0).get("main") == "reduce", "in the reduce on gpu=0")
+        _wait_until(lambda: _running(pm, 1).get("main") == "op", "stalled on gpu=1")
         os.kill(pid, signal.SIGKILL)
+        _wait_until(lambda: _running(pm, 0).get("main") is None, "free on gpu=0")
         with pytest.raises(SupervisionError):
             fetch_shard(r, gpu=0).result(timeout=T)
     finally:

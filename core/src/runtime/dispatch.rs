@@ -77,6 +77,9 @@ impl Inner {
             Kind::Message if env.actor == remote::CONTROL_ACTOR => {
                 self.on_agent_message(peer, &env, &parts);
             }
+            Kind::Message if env.actor == super::debug::DEBUG_ACTOR => {
+                self.on_debug_message(peer, &mut env, &parts);
+            }
             Kind::SpawnActor | Kind::Message | Kind::StopActor => {
                 let kind = match env.kind {
                     Kind::SpawnActor => EventKind::Spawn,

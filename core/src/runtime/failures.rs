@@ -141,6 +141,7 @@ impl Inner {
     /// Fail the reply slots `peer` owed (ours and our relays'), `why`
     /// saying how it was lost.
     pub(super) fn fail_peer_slots(&self, peer: &str, why: &str) {
+        self.end_debug_sessions_of(peer);
         let owed = self.ports.owed_by(peer);
         // Routes avoid lost procs; a proc being stopped (its mesh is going
         // away) is not recorded, so the set holds only failed procs of

@@ -14,6 +14,7 @@ import os
 import sys
 
 from ..._lib import runtime, shutdown_runtime
+from .debugger import install as install_debugger
 from .server import Server
 
 
@@ -23,6 +24,7 @@ def main() -> int:
         sys.stderr.write("monarch._bootstrap: not started by a monarch controller\n")
         return 2
     rt = runtime()
+    install_debugger()
     try:
         Server(rt).serve()
     finally:

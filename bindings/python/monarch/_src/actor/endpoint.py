@@ -303,13 +303,23 @@ def send(
     (``selection="all"``) or of one chosen by the runtime
     (``selection="choose"``). With ``port`` (a ``Port``, e.g. from
     ``Channel.open()``), each actor's reply goes to that port; without,
-    nobody replies."""
-    if not isinstance(endpoint, EndpointRef):
-        raise TypeError(f"send() needs an endpoint of an actor mesh (mesh.method), not {endpoint!r}")
+    nobody replies. ``endpoint`` may also be a remote function
+    (``monarch.remote``): it runs on the procs of the active mesh, each
+    sending its return value to ``port``."""
     if selection not in ("all", "choose"):
         raise ValueError(f"send(selection=...) must be 'all' or 'choose', not {selection!r}")
     kwargs = dict(kwargs or {})
     args = tuple(args)
+    if not isinstance(endpoint, EndpointRef):
+        # A remote function (``monarch.remote``) runs on the procs of the
+        # active tensor mesh instead.
+        to_port = getattr(endpoint, "_send_to_port", None)
+        if to_port is None:
+            raise TypeError(
+                f"send() needs an endpoint of an actor mesh (mesh.method) or a remote function, not {endpoint!r}"
+            )
+        to_port(args, kwargs, port, selection)
+        return
     mesh = endpoint._mesh
     if port is None:
         if selection == "all":

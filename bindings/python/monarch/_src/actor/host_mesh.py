@@ -19,6 +19,7 @@ from typing import Any
 from ..._lib import _PKG_DIR, _REPO_ROOT, PACKAGED_LIBRARY, c_strings, error_for, ffi, lib, runtime
 from .actor_mesh import Actor, StopState
 from .controller import env_for_children
+from .debugger import watch_terminal
 from .endpoint import endpoint
 from .future import Future
 from .proc_mesh import ProcMesh
@@ -285,6 +286,7 @@ class HostMesh:
         c_env = _new("char *[]", env)
         ensure_watcher()
         claim_spawn_owner()
+        watch_terminal(monarch_binary)
         if self._h is not None:
             st = lib.monarch_host_mesh_spawn_procs(
                 self._h, c_labels, c_sizes, len(dims), c_argv, len(argv), c_env, len(env), out

@@ -277,9 +277,10 @@ class ProcMesh(MeshTrait):
         distributed tensors on these procs (see ``monarch.fetch_shard``)."""
         return _tensor_api().activate(self)
 
-    def rank(self, dim: str) -> Any:
-        """A distributed int64 scalar: each proc's coordinate along ``dim``."""
-        return _tensor_api().rank(self, dim)
+    def rank(self, dims: Any) -> Any:
+        """A distributed int64 scalar: each proc's coordinate along ``dims``
+        (a name), or its row-major rank over several (a sequence of names)."""
+        return _tensor_api().rank(self, dims)
 
     def logging_option(
         self,

@@ -83,6 +83,7 @@ from typing import Any, Callable
 
 from ..._lib import ERR_TIMEOUT, check, ffi, lib
 from .context import current_frame, message_point
+from .debugger import post_mortem, post_mortem_enabled
 from .event_loop import cancel_tasks, in_task, run_coroutine, run_on_loop, start_on_loop, tracked
 from .hosted import (
     Hosted,
@@ -106,6 +107,8 @@ EVENT_STOP_PROC = lib.MONARCH_EVENT_STOP_PROC
 EVENT_SUPERVISE = lib.MONARCH_EVENT_SUPERVISE
 
 _event_free = lib.monarch_event_free
+# MONARCH_DEBUG_POSTMORTEM: an endpoint's exception opens a debug session first.
+_POST_MORTEM = post_mortem_enabled()
 _reply_one_and_free = lib.monarch_event_reply_one_and_free
 _next_event_header = lib.monarch_runtime_next_event_header
 _event_nparts = lib.monarch_event_nparts
@@ -495,6 +498,8 @@ class Worker:
                 if kills(exc):
                     self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 else:
+                    if _POST_MORTEM:
+                        post_mortem(exc, hosted)
                     self._reply_err(ev, exc)
             finally:
                 _event_free(ev)
@@ -567,6 +572,8 @@ class Worker:
             if hosted is not None and kills(exc):
                 self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 return
+            if _POST_MORTEM and hosted is not None:
+                post_mortem(exc, hosted)
             if not self._wants_reply(ev):
                 sys.stderr.write(
                     f"monarch: endpoint {method.decode()!r} of actor {key.decode()!r} "

@@ -132,11 +132,22 @@ class RDMABuffer:
         self._check()
         return _backend_name(lib.monarch_rdma_buffer_backend, self._h)
 
-    def _transfer(self, local, offset, timeout, write):
+    def _transfer(self, local, offset, timeout, write, part=False):
         self._check()
         what = "write_from" if write else "read_into"
         mv = _byte_view(local, f"{what}()")
-        if write:
+        if part:
+            # A read of exactly len(local) bytes from offset.
+            n = mv.nbytes
+            if mv.readonly:
+                raise ValueError("read_part(): the destination is read-only")
+            if offset < 0 or offset + n > self._size:
+                raise ValueError(
+                    f"read_part(): {n} bytes at offset {offset} are outside the buffer of {self._size} bytes"
+                )
+            ptr = ffi.from_buffer("uint8_t[]", mv, require_writable=True)
+            fn = lib.monarch_rdma_read_into
+        elif write:
             n = mv.nbytes
             if offset < 0 or offset + n > self._size:
                 raise ValueError(
@@ -174,6 +185,12 @@ class RDMABuffer:
         to ``timeout`` seconds; None: no limit); ``dst`` must not be
         touched until it completes."""
         return self._transfer(dst, offset, timeout, False)
+
+    def read_part(self, dst: Any, offset: int = 0, *, timeout: float | None = _DEFAULT_TIMEOUT) -> Future[None]:
+        """Copy exactly as many bytes as ``dst`` holds, from ``offset`` of
+        the buffer, into ``dst`` (a range outside the buffer is refused).
+        A Future like ``read_into``."""
+        return self._transfer(dst, offset, timeout, False, part=True)
 
     def write_from(self, src: Any, offset: int = 0, *, timeout: float | None = _DEFAULT_TIMEOUT) -> Future[None]:
         """Copy all of ``src`` into the buffer at ``offset`` (it must fit).

@@ -1,5 +1,6 @@
-"""The public tensor functions: ``fetch_shard``, ``inspect``, ``remote``,
-``mesh.activate()``, ``mesh.rank(dim)`` and ``endpoint.rref(...)``."""
+"""The public tensor functions: ``fetch_shard``, ``inspect``, ``show``,
+``remote`` (and ``send(remote_fn, ..., port=...)``), ``get_active_mesh``,
+``mesh.activate()``, ``mesh.rank(dims)`` and ``endpoint.rref(...)``."""
 
 from __future__ import annotations
 
@@ -9,16 +10,30 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
 from ..actor.future import Future
 from . import dtensor
 from .controller import controller_for
-from .dtensor import DTensor, _meta_of, _ref_of, controller_of, issue_call
+from .dtensor import DTensor, _meta_of, active_controller, controller_of, issue_call, to_wire
 from .stream import get_active_stream
+from .tree import tree_flatten, tree_map
+from .wire import LANDING_MIN, Landing, opened
+from .worker import PeerLostTensorError
 
 # Seconds a fetch waits before it checks that every proc of the mesh lives.
 LIVENESS_EVERY = 1.0
+# Bound of the liveness check after a worker reported a lost peer.
+LOST_CHECK_TIMEOUT = 60.0
+
+
+def _peer_lost(e: BaseException | None) -> bool:
+    """Whether ``e`` (or its cause) is a worker's report of a lost peer."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, PeerLostTensorError):
+            return True
+        e, seen = e.__cause__, seen + 1
+    return False
 
 
 def _coords(coordinates: dict | None, kw: dict) -> dict:
@@ -42,17 +57,26 @@ class LocalFuture:
 
     def get(self, timeout: float | None = None) -> Any:
         with torch._C.DisableTorchFunction():
-            if self._ctl is None:
-                return self._fut.get(timeout)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    return self._fut.get(LIVENESS_EVERY if left is None else min(LIVENESS_EVERY, left))
-                except TimeoutError:
-                    if left is not None and left <= LIVENESS_EVERY:
-                        raise
-                self._ctl.check_alive(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            return self._get(timeout)
+
+    def _get(self, timeout: float | None) -> Any:
+        if self._ctl is None:
+            return self._fut.get(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return self._fut.get(LIVENESS_EVERY if left is None else min(LIVENESS_EVERY, left))
+            except TimeoutError:
+                if left is not None and left <= LIVENESS_EVERY:
+                    raise
+            except Exception as e:
+                if not _peer_lost(e):
+                    raise
+                # A worker gave up on a lost peer: the loss itself.
+                self._ctl.check_alive(LOST_CHECK_TIMEOUT)
+                raise
+            self._ctl.check_alive(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     result = get
 
@@ -67,19 +91,110 @@ class LocalFuture:
             return (yield from self._fut.__await__())
 
 
-def fetch_shard(t: Any, coordinates: dict | None = None, **kw: int) -> LocalFuture:
-    """A Future of the shard of ``t`` on the proc at ``coordinates`` (dims
-    not given are 0), as a ``torch.Tensor`` at the controller. Ops on the
-    tensor issued before run first. A worker error in the ops that made it
-    is raised by ``.result()``/``.get()`` with the worker's traceback."""
-    if not isinstance(t, DTensor):
-        return LocalFuture(Future._ready(t))
-    return LocalFuture(t._ctl.fetch(t._id, t._stream, _coords(coordinates, kw)), t._ctl)
+class ShardFuture(LocalFuture):
+    """The Future of ``fetch_shard``: the worker's answer is the shard, or
+    word that it wrote the shard into ``landing``."""
+
+    __slots__ = ("_landing", "_value")
+
+    def __init__(self, fut: Future, ctl: Any, landing: Landing | None) -> None:
+        super().__init__(fut, ctl)
+        self._landing = landing
+        self._value: Any = None
+
+    def _get(self, timeout: float | None) -> Any:
+        if self._value is not None:
+            return self._value[0]
+        try:
+            landed, value = opened(super()._get(timeout))
+            if landed:
+                value = self._landing.tensor()
+        except TimeoutError:
+            raise  # may be waited on again
+        except BaseException:
+            self._close()
+            raise
+        self._close()
+        self._value = (value,)
+        return value
+
+    def _close(self) -> None:
+        if self._landing is not None:
+            self._landing.close()
+            self._landing = None
 
 
-def inspect(t: Any, coordinates: dict | None = None, **kw: int) -> Any:
-    """The shard of ``t`` at ``coordinates``, waited for."""
-    return fetch_shard(t, coordinates, **kw).result()
+def _identity(x: Any) -> Any:
+    return x
+
+
+def fetch_shard(obj: Any, shard: dict | None = None, **kw: int) -> LocalFuture:
+    """A Future of the shard on the proc at coordinates ``shard`` (and
+    keyword coordinates; dims not given are 0) of the distributed tensor
+    ``obj``, or of every distributed tensor in the pytree ``obj``, as
+    ``torch.Tensor``s at the controller. Ops issued before run first. A
+    worker error in the ops that made a tensor is raised by
+    ``.result()``/``.get()`` with the worker's traceback."""
+    coords = _coords(shard, kw)
+    if isinstance(obj, DTensor):
+        return _fetch_one(obj, coords)
+    dts = [x for x in tree_flatten(obj)[0] if isinstance(x, DTensor)]
+    if not dts:
+        return LocalFuture(Future._ready(obj))
+    ctl = controller_of((obj,), {}, None)
+    return LocalFuture(ctl.call(dts[0]._stream, _identity, (to_wire(obj),), {}, coords), ctl)
+
+
+def _fetch_one(t: DTensor, coords: dict) -> ShardFuture:
+    """One shard; from 1 MiB on, written into memory set aside here."""
+    ctl = t._ctl
+    landing = None
+    with torch._C.DisableTorchFunction():
+        shape, dtype = tuple(t.shape), t.dtype
+    nbytes = dtype.itemsize
+    for n in shape:
+        nbytes *= n
+    if nbytes >= LANDING_MIN:
+        ctl.worker_at(coords)  # a bad coordinate raises before memory is set aside
+        landing = Landing(dtype, shape, nbytes, t._rg)
+    fut = ctl.fetch(t._id, t._stream, coords, None if landing is None else landing.request())
+    return ShardFuture(fut, ctl, landing)
+
+
+def inspect(obj: Any, shard: dict | None = None, **kw: int) -> Any:
+    """``fetch_shard(obj, shard, **kw)``, waited for."""
+    return fetch_shard(obj, shard, **kw).result()
+
+
+def show(obj: Any, shard: dict | None = None, **kw: int) -> Any:
+    """Fetch the shard (as ``inspect``) and show it: with ``torchshow``
+    installed as upstream does (an image), else printed with the
+    coordinates it comes from."""
+    value = inspect(obj, shard, **kw)
+    try:
+        from torchshow import show as torchshow_show  # type: ignore[import-not-found]
+    except ImportError:
+        torchshow_show = None
+    with dtensor.no_mesh.activate():
+        if torchshow_show is not None:
+            return torchshow_show(value)
+        at = ", ".join(f"{k}={v}" for k, v in _coords(shard, kw).items()) or "every dim 0"
+        print(f"shard at {at}:\n{value}")
+    return None
+
+
+def get_active_mesh() -> Any:
+    """The proc mesh of the innermost ``mesh.activate()``."""
+    ctl = active_controller()
+    if ctl is None:
+        raise ValueError("no device mesh is active")
+    return ctl.procs
+
+
+def to_mesh(tensors: Any, mesh: Any, stream: Any = None) -> Any:
+    """Every distributed tensor of the pytree ``tensors`` moved to the proc
+    mesh ``mesh`` (``DTensor.to_mesh``)."""
+    return dtensor.to_mesh_tree(tensors, mesh, stream)
 
 
 @contextlib.contextmanager
@@ -88,13 +203,8 @@ def activate(procs: Any) -> Iterator[Any]:
         yield procs
 
 
-def rank(procs: Any, dim: str) -> DTensor:
-    return dtensor.rank(controller_for(procs), dim)
-
-
-def _active_controller():
-    mode = torch.overrides._get_current_function_mode()
-    return getattr(mode, "ctl", None)
+def rank(procs: Any, dims: Any) -> DTensor:
+    return dtensor.rank(controller_for(procs), dims)
 
 
 def _resolve_fn(fn: Any) -> Any:
@@ -128,7 +238,7 @@ class Remote:
         return self._fn, ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        ctl = controller_of(args, kwargs, _active_controller())
+        ctl = controller_of(args, kwargs, active_controller())
         if ctl is None:
             return _resolve_fn(self._fn)(*args, **kwargs)
         metas: dict = {}
@@ -146,13 +256,37 @@ class Remote:
         """Run on every proc of the active mesh (or of the distributed
         tensors among the arguments); a Future of the ValueMesh of the
         return values."""
-        ctl = controller_of(args, kwargs, _active_controller())
+        ctl = controller_of(args, kwargs, active_controller())
         if ctl is None:
             raise ValueError(f"{self.__name__}.call() needs an active mesh or a distributed tensor argument")
         fn, pre = self._target()
-        return LocalFuture(
-            ctl.call(get_active_stream().name, fn, pre + tree_map(_ref_of, args), tree_map(_ref_of, kwargs))
-        )
+        return LocalFuture(ctl.call(get_active_stream().name, fn, pre + to_wire(args), to_wire(kwargs)))
+
+    def _send_to_port(self, args: tuple, kwargs: dict, port: Any, selection: str) -> None:
+        """``monarch.actor.send(remote_fn, args, kwargs, port=port)``: run
+        on every proc of the active mesh (``selection="all"``) or on one
+        (``"choose"``); each sends its return value (or its error) to
+        ``port``. Without a port the values are dropped."""
+        from ..actor.port import Port
+
+        ctl = controller_of(args, kwargs, active_controller())
+        if ctl is None:
+            raise ValueError(
+                f"send({self.__name__}, ...) needs an active mesh (with mesh.activate():) "
+                "or a distributed tensor argument"
+            )
+        if port is None:
+            port = Port(None)
+        elif not isinstance(port, Port):
+            raise TypeError(f"send(port=...) takes a Port, not {type(port).__name__}")
+        fn, pre = self._target()
+        cmd = ("call", get_active_stream().name, port, fn, pre + to_wire(args), to_wire(kwargs))
+        with torch._C.DisableTorchFunction():
+            if selection == "all":
+                ctl.issue(cmd)
+                ctl.flush()
+            else:
+                ctl.run_at({}, cmd)
 
     def __repr__(self) -> str:
         return f"<remote {self.__name__}>"
@@ -183,7 +317,7 @@ def _call_actor(actors: Any, name: str, *args: Any, **kwargs: Any) -> Any:
 def rref(endpoint_ref: Any, args: tuple, kwargs: dict) -> DTensor:
     """``actors.method.rref(*args)``: the endpoint's result on every proc as
     a distributed tensor, its metadata from ``@endpoint(propagate=...)``."""
-    ctl = controller_of(args, kwargs, _active_controller())
+    ctl = controller_of(args, kwargs, active_controller())
     if ctl is None:
         raise ValueError("rref() needs an active mesh or a distributed tensor argument")
     mesh = endpoint_ref._mesh

@@ -1,53 +1,81 @@
 """Collectives between the workers of a tensor mesh, worker to worker (the
 controller is not on the path): each worker has a mailbox (a channel of its
-proc) whose port every other worker knows, and chunks travel as port
-messages (large ones on the runtime's data plane).
+proc) whose port every other worker knows.
 
 Reduce is a reduce-scatter followed, unless scattering, by an all-gather:
 worker ``g`` of a group of ``n`` owns chunk ``g`` of the flattened tensor,
-receives that chunk from every other member, combines the contributions in
-group order (so every member computes bit-identical values) and sends the
-result chunk to every other member. Each worker sends and receives
-``2 (n - 1) / n`` of the tensor.
+combines that chunk of every member's tensor in group order (so every
+member computes bit-identical values) and hands the result chunk to every
+other member. Small tensors travel in port messages; large ones are read
+one-sided on the runtime's data plane (``_reduce_on_data_plane``). Each
+worker moves ``2 (n - 1) / n`` of the tensor.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
+from ..rdma.rdma import RDMABuffer
+from .memory import POOL
+
 # How long a worker waits for a peer's chunk before the reduce fails.
 PEER_TIMEOUT = 300.0
+
+# Tensors of at least this many bytes are reduced with one-sided reads on
+# the data plane; smaller ones in messages.
+DATA_PLANE_MIN = 1 << 20
 
 REDUCTIONS = ("sum", "avg", "max", "min", "product")
 
 
+class PeerLostError(RuntimeError):
+    """A peer worker this one waited for is gone (its proc died), or a
+    member of the same collective failed and aborted it."""
+
+
+# How often a waiting worker checks whether the peer it waits for is gone.
+LOST_CHECK_EVERY = 0.2
+
+
 class Mailbox:
     """Values received on this worker's channel, by tag. Several stream
-    threads may wait at once: one of them receives, the others wait for it."""
+    threads may wait at once: one of them receives, the others wait for it.
+    ``is_lost(peer)`` tells whether a peer's proc is known to be gone: a
+    wait for a message from it then fails at once instead of at the
+    timeout."""
 
-    def __init__(self, receiver: Any) -> None:
+    def __init__(self, receiver: Any, is_lost: Callable[[Any], bool] = lambda peer: False) -> None:
         self._rx = receiver
+        self._is_lost = is_lost
         self._got: dict[Any, Any] = {}
         self._cond = threading.Condition()
         self._receiving = False
         self._pending: Any = None
 
-    def take(self, tag: Any, timeout: float = PEER_TIMEOUT) -> Any:
+    def take(self, tag: Any, peer: Any = None, abort: Any = None, timeout: float = PEER_TIMEOUT) -> Any:
+        """The message tagged ``tag`` from ``peer``. Raises PeerLostError
+        once ``peer`` is known gone, or once a message tagged ``abort``
+        arrived (a member of the same collective failed)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
                 if tag in self._got:
                     return self._got.pop(tag)
+                if abort is not None and abort in self._got:
+                    raise PeerLostError(f"a peer worker aborted this collective: {self._got[abort]}")
+                if peer is not None and self._is_lost(peer):
+                    raise PeerLostError(f"peer worker {peer} is gone (its proc died)")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"no message {tag!r} from a peer worker after {timeout} s")
+                slice_ = min(left, LOST_CHECK_EVERY)
                 if self._receiving:
-                    self._cond.wait(left)
+                    self._cond.wait(slice_)
                     continue
                 self._receiving = True
                 if self._pending is None:
@@ -57,7 +85,7 @@ class Mailbox:
                     # Every arrival completes this receive, whichever
                     # thread waits for it; one not completed in time is
                     # waited on again later.
-                    got = self._pending.get(timeout=left)
+                    got = self._pending.get(timeout=slice_)
                     self._pending = None
                 except TimeoutError:
                     got = None
@@ -68,23 +96,12 @@ class Mailbox:
                     self._got[got[0]] = got[1]
                 self._cond.notify_all()
 
-
-def greet(r: int, me: int, ports: list[Any], mailbox: Mailbox) -> None:
-    """Round ``r`` of connecting the workers pairwise, one connection per
-    pair: worker ``r`` sends a greeting to every higher rank, which answers
-    on the connection that greeting opened. The runtime keeps one
-    connection per pair of procs, but two procs that connect to each other
-    at the same moment can each keep the connection the other one closes,
-    and the chunks then sent on it are lost; rounds run one at a time
-    (``MeshController``), so no two workers ever connect at once."""
-    if me == r:
-        for peer in range(r + 1, len(ports)):
-            ports[peer].send((("greet", r), me))
-        for peer in range(r + 1, len(ports)):
-            mailbox.take(("greeted", peer))
-    elif me > r:
-        mailbox.take(("greet", r))
-        ports[r].send((("greeted", me), None))
+    def forget(self, keep: Callable[[Any], bool]) -> None:
+        """Drop the received messages whose tag ``keep`` rejects (those of
+        a collective that failed)."""
+        with self._cond:
+            for tag in [t for t in self._got if not keep(t)]:
+                del self._got[tag]
 
 
 def _to_wire(t: torch.Tensor) -> tuple:
@@ -111,6 +128,17 @@ def _combine(acc: torch.Tensor, x: torch.Tensor, op: str) -> torch.Tensor:
     return acc.mul_(x)
 
 
+def _combine_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, op: str) -> None:
+    if op in ("sum", "avg"):
+        torch.add(a, b, out=out)
+    elif op == "max":
+        torch.maximum(a, b, out=out)
+    elif op == "min":
+        torch.minimum(a, b, out=out)
+    else:
+        torch.mul(a, b, out=out)
+
+
 def reduce(
     t: torch.Tensor,
     group: list[int],
@@ -123,28 +151,177 @@ def reduce(
 ) -> torch.Tensor:
     """All-reduce (or reduce-scatter along dim 0 when ``scatter``) of ``t``
     over the workers ``group`` (global ranks, in group order) of which this
-    one is ``me``; ``seq`` tags the messages of this collective."""
+    one is ``me``; ``seq`` tags the messages of this collective. A member
+    that fails (a peer gone, a bad tensor) tells the others, so none of
+    them waits for its part."""
+    try:
+        return _reduce(t, group, me, ports, mailbox, seq, op, scatter)
+    except BaseException as e:
+        abort(group, me, ports, seq, f"{type(e).__name__}: {e}")
+        mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
+        raise
+
+
+def abort(group: list[int], me: int, ports: list[Any], seq: int, why: str) -> None:
+    """Tell the other members of collective ``seq`` that this one will not
+    take part (its input failed, or the collective failed here)."""
+    first = why.strip().splitlines()[-1] if why.strip() else why
+    for peer in group:
+        if peer != me:
+            try:
+                ports[peer].send(((seq, "abort"), f"worker {me}: {first}"))
+            except Exception:  # noqa: BLE001 - a lost peer needs no notice
+                pass
+
+
+def _reduce(
+    t: torch.Tensor,
+    group: list[int],
+    me: int,
+    ports: list[Any],
+    mailbox: Mailbox,
+    seq: int,
+    op: str,
+    scatter: bool,
+) -> torch.Tensor:
     n = len(group)
-    g = group.index(me)
+    abort = (seq, "abort")
     with torch.no_grad():
-        src = t.detach().contiguous()
+        src = t.detach().resolve_conj().resolve_neg().contiguous()
         if scatter:
             if src.dim() == 0 or src.shape[0] % n:
                 raise ValueError(f"reduce(scatter=True) needs dim 0 ({tuple(src.shape)}) divisible by {n}")
-        chunks = list(src.reshape(-1).tensor_split(n))
-        for j, peer in enumerate(group):
-            if j != g:
-                ports[peer].send(((seq, 1, g), _to_wire(chunks[j])))
-        acc = None
-        for k in range(n):
-            part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k)))
-            acc = part.clone() if acc is None else _combine(acc, part, op)
+        out_shape = (src.shape[0] // n,) + tuple(src.shape[1:]) if scatter else tuple(src.shape)
+        if n == 1:
+            acc = src.clone()
+        elif src.numel() * src.element_size() >= DATA_PLANE_MIN:
+            acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort)
+        else:
+            acc = _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter, abort)
         if op == "avg":
-            acc = acc.div_(n) if acc.is_floating_point() else acc.div(n)
-        if scatter:
-            return acc.reshape((src.shape[0] // n,) + tuple(src.shape[1:]))
-        for j, peer in enumerate(group):
-            if j != g:
-                ports[peer].send(((seq, 2, g), _to_wire(acc)))
-        pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k))) for k in range(n)]
-        return torch.cat(pieces).reshape(src.shape)
+            acc = _divide(acc, n)
+        return acc.reshape(out_shape)
+
+
+def _divide(acc: torch.Tensor, n: int) -> torch.Tensor:
+    if acc.is_floating_point() or acc.is_complex():
+        return acc.div_(n)
+    return torch.div(acc, n, rounding_mode="trunc")  # integers stay integers
+
+
+def _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter, abort) -> torch.Tensor:
+    """Small tensors: chunks travel in port messages. Worker ``g`` owns
+    chunk ``g``: it receives that chunk from every member, combines them
+    in group order and (unless scattering) sends the result to every
+    member."""
+    n = len(group)
+    g = group.index(me)
+    chunks = list(src.reshape(-1).tensor_split(n))
+    for j, peer in enumerate(group):
+        if j != g:
+            ports[peer].send(((seq, 1, g), _to_wire(chunks[j])))
+    acc = None
+    for k in range(n):
+        part = chunks[g] if k == g else _from_wire(mailbox.take((seq, 1, k), group[k], abort))
+        acc = part.clone() if acc is None else _combine(acc, part, op)
+    if scatter:
+        return acc
+    for j, peer in enumerate(group):
+        if j != g:
+            ports[peer].send(((seq, 2, g), _to_wire(acc)))
+    pieces = [acc if k == g else _from_wire(mailbox.take((seq, 2, k), group[k], abort)) for k in range(n)]
+    return torch.cat(pieces)
+
+
+def _bounds(numel: int, n: int) -> list[int]:
+    """Element offsets of the ``n`` chunks of ``tensor_split``, and the end."""
+    q, r = divmod(numel, n)
+    out = [0]
+    for k in range(n):
+        out.append(out[-1] + q + (1 if k < r else 0))
+    return out
+
+
+def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort) -> torch.Tensor:
+    """Large tensors: every member registers its tensor and its result
+    for one-sided reads. Worker ``g`` reads chunk ``g`` of every other
+    member's tensor (all reads started at once, into reused scratch
+    memory), combines the contributions in group order into chunk ``g`` of
+    its result (so every member computes bit-identical values), then reads
+    every other chunk of the result from the member that computed it.
+    Each worker copies ``2 (n - 1) / n`` of the tensor. A last exchange
+    makes sure no member still reads this one's memory when it returns."""
+    n = len(group)
+    g = group.index(me)
+    flat = src.reshape(-1)
+    esize = flat.element_size()
+    bounds = _bounds(flat.numel(), n)
+    lo, hi = bounds[g], bounds[g + 1]
+    mine = hi - lo
+    if scatter:
+        out = POOL.empty(flat.dtype, (mine,))
+        acc = out
+    else:
+        out = POOL.empty(flat.dtype, (flat.numel(),))
+        acc = out[lo:hi]
+    src_buf = RDMABuffer(memoryview(_bytes(flat)).toreadonly())
+    out_buf = None if scatter else RDMABuffer(memoryview(_bytes(out)).toreadonly())
+    peers = [(k, peer) for k, peer in enumerate(group) if k != g]
+    try:
+        for _k, peer in peers:
+            ports[peer].send(((seq, "buffers", g), (src_buf, out_buf, str(flat.dtype))))
+        theirs = {k: mailbox.take((seq, "buffers", k), peer, abort) for k, peer in peers}
+        # Every member sees every member's size and dtype, so a mismatch
+        # fails them all here (none reads or waits for another).
+        for k, (buf, _out, dtype) in sorted(theirs.items()):
+            if buf.size() != src_buf.size() or dtype != str(flat.dtype):
+                raise ValueError(
+                    f"reduce: member {k} of the group has {buf.size()} bytes of {dtype}, "
+                    f"member {g} has {src_buf.size()} bytes of {flat.dtype}; the shards must match"
+                )
+        # Reduce-scatter: chunk g of every member, read in parallel.
+        scratch = {}
+        reads = {}
+        if mine:
+            for k, _ in peers:
+                scratch[k] = POOL.empty(flat.dtype, (mine,))
+                reads[k] = theirs[k][0].read_part(_bytes(scratch[k]), lo * esize, timeout=PEER_TIMEOUT)
+            first = None
+            for k in range(n):
+                if k == g:
+                    part = flat[lo:hi]
+                else:
+                    reads.pop(k).get()
+                    part = scratch[k]
+                if k == 0:
+                    first = part
+                elif k == 1:
+                    _combine_into(acc, first, part, op)
+                else:
+                    _combine(acc, part, op)
+        if not scatter:
+            for _k, peer in peers:
+                ports[peer].send(((seq, "ready", g), None))
+            # All-gather: chunk k of the result from member k, as it is ready.
+            gathers = []
+            for k, peer in peers:
+                mailbox.take((seq, "ready", k), peer, abort)
+                a, b = bounds[k], bounds[k + 1]
+                if b > a:
+                    gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
+            for f in gathers:
+                f.get()
+        for _k, peer in peers:
+            ports[peer].send(((seq, "done", g), None))
+        for k, peer in peers:
+            mailbox.take((seq, "done", k), peer, abort)
+    finally:
+        src_buf.drop()
+        if out_buf is not None:
+            out_buf.drop()
+    return out
+
+
+def _bytes(t: torch.Tensor) -> Any:
+    """The bytes of a contiguous tensor, as a numpy array over them."""
+    return t.view(torch.uint8).numpy() if t.dim() == 1 else t.reshape(-1).view(torch.uint8).numpy()

@@ -27,6 +27,22 @@ from .worker import TensorWorker
 BATCH = 512
 
 _names = itertools.count()
+# Tensor ids, unique in this controller process: meshes may share procs
+# (a mesh and a slice of it), whose store is one per proc.
+_ids = itertools.count(1)
+
+
+class _IdRef(weakref.ref):
+    """A weak reference to a distributed tensor that knows the tensor's id."""
+
+    __slots__ = ("id",)
+
+    def __new__(cls, obj: Any, callback: Any, id: int) -> _IdRef:
+        return super().__new__(cls, obj, callback)
+
+    def __init__(self, obj: Any, callback: Any, id: int) -> None:
+        super().__init__(obj, callback)
+        self.id = id
 
 
 class MeshController:
@@ -34,14 +50,12 @@ class MeshController:
 
     def __init__(self, procs: Any) -> None:
         self.procs = procs
-        self.workers = procs.spawn(f"tensor_worker_{next(_names)}", TensorWorker)
-        ports = self.workers.mailbox_port.call().get()
-        self.workers.set_peers.call([p for _, p in ports.items()]).get()
-        # Worker-to-worker connections, one pair at a time (see collective.greet).
-        for r in range(len(ports)):
-            self.workers.greet.call(r).get()
+        self.name = f"tensor_worker_{next(_names)}"
+        self.workers = procs.spawn(self.name, TensorWorker)
+        # The mailbox port of every worker, by rank.
+        self.ports = [p for _, p in self.workers.mailbox_port.call().get().items()]
+        self.workers.set_peers.call(self.ports, self.workers).get()
         self.extent: dict[str, int] = dict(procs.sizes)
-        self._ids = itertools.count(1)
         self._seq = itertools.count(1)
         self._fkeys: dict[Any, int] = {}
         self._batch: list = []
@@ -50,20 +64,22 @@ class MeshController:
         self._lock = threading.Lock()
         self._slices: dict = {}
         self._failure: SupervisionError | None = None
+        self._live: dict[int, _IdRef] = {}
 
     # ------------------------------------------------------------ ids
     def new_id(self) -> int:
-        return next(self._ids)
+        return next(_ids)
 
     def next_seq(self) -> int:
         return next(self._seq)
 
     def track(self, tensor: Any, id: int) -> None:
         """Forget ``id`` on the workers once ``tensor`` is garbage."""
-        weakref.finalize(tensor, self._release, id)
+        self._live[id] = _IdRef(tensor, self._release, id)
 
-    def _release(self, id: int) -> None:
-        self._deletes.append(id)
+    def _release(self, ref: _IdRef) -> None:
+        self._live.pop(ref.id, None)
+        self._deletes.append(ref.id)
 
     # ------------------------------------------------------------ commands
     def func_ref(self, fn: Any) -> tuple[int, bytes | None]:
@@ -121,12 +137,15 @@ class MeshController:
             w = self._slices[key] = self.workers.slice(**full)
         return w
 
-    def fetch(self, id: int, stream: Any, coords: dict[str, int]) -> Any:
+    def fetch(self, id: int, stream: Any, coords: dict[str, int], landing: Any = None) -> Any:
+        """A Future of the worker's answer (``TensorWorker.fetch``); with
+        ``landing`` (``wire.Landing.request()``) the worker writes a
+        tensor of that dtype and shape there instead of sending it."""
         w = self.worker_at(coords)
         self.flush()
         if self._failure is not None:
             return Future._failed(self._failure)
-        return w.fetch.call_one(stream, id)
+        return w.fetch.call_one(stream, id, landing)
 
     def sync(self, stream: Any, timeout: float | None = None) -> None:
         """Wait until every worker ran what was issued on ``stream``."""
@@ -135,15 +154,32 @@ class MeshController:
             raise self._failure
         self.workers.sync.call(stream).get(timeout=timeout)
 
+    def run_at(self, coords: dict[str, int], cmd: tuple) -> None:
+        """Send ``cmd`` to the worker at ``coords`` only, after what was
+        issued before."""
+        w = self.worker_at(coords)
+        self._streams.add(cmd[1])
+        self.flush()
+        with torch._C.DisableTorchFunction():
+            w.run.broadcast([cmd])
+
     def check_alive(self, timeout: float | None) -> None:
         """Raise the SupervisionError of a lost proc of the mesh, if any: a
         call on the actor threads of the workers (free while their streams
         run ops) answers at once from live procs and fails for lost ones."""
         self.workers.stats.call().get(timeout=timeout)
 
-    def call(self, stream: Any, fn: Any, args: tuple, kwargs: dict) -> Any:
+    def call(self, stream: Any, fn: Any, args: tuple, kwargs: dict, coords: dict | None = None) -> Any:
+        """``fn`` on every worker (a Future of the ValueMesh of the values),
+        or on the one at ``coords`` (a Future of its value)."""
+        if coords is not None:
+            w = self.worker_at(coords)
         self.flush()
+        if coords is not None and self._failure is not None:
+            return Future._failed(self._failure)
         with torch._C.DisableTorchFunction():
+            if coords is not None:
+                return w.call_fn.call_one(stream, fn, args, kwargs)
             return self.workers.call_fn.call(stream, fn, args, kwargs)
 
 

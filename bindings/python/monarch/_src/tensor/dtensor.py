@@ -18,6 +18,7 @@ the meta result and not sent; one that returns ``None`` (``t[0] = 1``,
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pickle
 import threading
 from collections.abc import Iterator
@@ -25,13 +26,13 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from . import worker
 from .collective import REDUCTIONS
-from .controller import MeshController
+from .controller import MeshController, controller_for
 from .store import Local, Ref, local_shard
-from .stream import get_active_stream
+from .stream import Stream, get_active_stream
+from .tree import children, is_leaf_type, tree_flatten, tree_map, tree_unflatten
 
 _local = threading.local()
 _META = torch.device("meta")
@@ -109,6 +110,22 @@ class DTensor(torch.Tensor):
             f"mesh={self._ctl.extent}, stream={self._stream!r})"
         )
 
+    @property
+    def mesh(self) -> Any:
+        """The proc mesh that holds the shards."""
+        return self._ctl.procs
+
+    @property
+    def stream(self) -> Any:
+        """The stream that computes this tensor."""
+        return Stream(self._stream) if isinstance(self._stream, str) else self._stream
+
+    def to_mesh(self, mesh: Any, stream: Any = None) -> DTensor:
+        """This tensor on the proc mesh ``mesh``: each proc receives the
+        shard of the proc at the same coordinates (dims match by name and
+        size; a dim only ``mesh`` has receives copies)."""
+        return to_mesh(self, mesh, stream)
+
     def __reduce_ex__(self, protocol: int) -> Any:
         # Sent to an actor: once the workers made it, it arrives as the
         # receiving proc's shard.
@@ -141,37 +158,93 @@ def _meta_of(x: Any, metas: dict) -> Any:
     return x
 
 
-def _ref_of(x: Any) -> Any:
-    if isinstance(x, DTensor):
-        return Ref(x._id)
-    if isinstance(x, torch.Tensor):
-        with torch._C.DisableTorchFunction():
-            return Local(pickle.dumps(x, protocol=4))
-    return x
-
-
 def controller_of(args: Any, kwargs: Any, default: MeshController | None) -> MeshController | None:
-    ctl = default
-    for x in tree_flatten((args, kwargs))[0]:
-        if isinstance(x, DTensor):
-            if ctl is None:
-                ctl = x._ctl
-            elif x._ctl is not ctl:
-                raise ValueError(
-                    "an op mixes distributed tensors of different meshes; move them with to_mesh() first"
-                )
-    return ctl
+    scan = _Scan(default)
+    scan.walk((args, kwargs))
+    return scan.ctl
 
 
 def _desc(m: torch.Tensor) -> tuple:
     return (tuple(m.shape), m.stride(), m.dtype, bool(m.requires_grad))
 
 
+class _Scan:
+    """One walk over a call's arguments: the mesh they run on, the
+    distributed tensor arguments (each once, in argument order), the call's
+    signature (the structure, the metadata of distributed tensors and the
+    other values) and its wire form (distributed tensors as ``Ref``)."""
+
+    __slots__ = ("ctl", "dts", "sig", "local")
+
+    def __init__(self, ctl: MeshController | None) -> None:
+        self.ctl = ctl
+        self.dts: dict[int, DTensor] = {}
+        self.sig: list | None = []
+        self.local = False  # controller-local tensors among the arguments
+
+    def walk(self, x: Any) -> Any:
+        t = type(x)
+        if t is DTensor:
+            return self._dtensor(x)
+        sig = self.sig
+        if t is tuple or t is list:
+            if sig is not None:
+                sig.append((t, len(x)))
+            out = [self.walk(v) for v in x]
+            return tuple(out) if t is tuple else out
+        if t is dict:
+            if sig is not None:
+                sig.append((dict, tuple(x)))
+            return {k: self.walk(v) for k, v in x.items()}
+        if isinstance(x, DTensor):
+            return self._dtensor(x)
+        if isinstance(x, torch.Tensor):
+            self.local = True
+            self.sig = None  # calls with local tensors are not cached
+            return x
+        if is_leaf_type(t):
+            if sig is not None:
+                sig.append((t, x))
+            return x
+        kids, ctx, unflatten = children(x)
+        if sig is not None:
+            sig.append((t, ctx))
+        return unflatten([self.walk(v) for v in kids], ctx)
+
+    def _dtensor(self, x: DTensor) -> Ref:
+        c = x._ctl
+        if self.ctl is None:
+            self.ctl = c
+        elif c is not self.ctl:
+            raise ValueError("an op mixes distributed tensors of different meshes; move them with to_mesh() first")
+        self.dts.setdefault(x._id, x)
+        if self.sig is not None:
+            self.sig.append((DTensor, x.shape, x.stride(), x.dtype, x._rg))
+        return Ref(x._id)
+
+
+def _wire_local(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            return Local(pickle.dumps(x, protocol=4))
+    return x
+
+
+def to_wire(x: Any) -> Any:
+    """``x`` as sent to the workers: distributed tensors as ``Ref``,
+    controller-local tensors pickled now (``Local``)."""
+    scan = _Scan(None)
+    wire = scan.walk(x)
+    return tree_map(_wire_local, wire) if scan.local else wire
+
+
 def issue_call(ctl: MeshController, func: Any, args: Any, kwargs: Any, meta_result: Any, metas: dict) -> Any:
     """Send ``func(*args, **kwargs)`` to the workers; the result's tensors
     (as in ``meta_result``) become DTensors, except ones that are an
     argument (an in-place op's result is its argument)."""
-    return _issue(ctl, func, args, kwargs, *plan(meta_result, metas))
+    scan = _Scan(ctl)
+    wire = scan.walk((args, kwargs))
+    return _issue(ctl, func, scan, wire, *plan(meta_result, metas), torch.is_grad_enabled())
 
 
 def plan(meta_result: Any, metas: dict) -> tuple:
@@ -190,7 +263,7 @@ def plan(meta_result: Any, metas: dict) -> tuple:
     return spec, out
 
 
-def _issue(ctl: MeshController, func: Any, args: Any, kwargs: Any, spec: Any, leaves: list) -> Any:
+def _issue(ctl: MeshController, func: Any, scan: _Scan, wire: tuple, spec: Any, leaves: list, grad: bool) -> Any:
     stream = get_active_stream().name
     dts = None
     out_ids, new = [], []
@@ -202,7 +275,7 @@ def _issue(ctl: MeshController, func: Any, args: Any, kwargs: Any, spec: Any, le
             new.append(DTensor(ctl, i, leaf[1], stream))
         elif kind == "alias":
             if dts is None:
-                dts = _dtensors(args, kwargs)
+                dts = list(scan.dts.values())
             dt = dts[leaf[1]]
             dt._rg = leaf[2]
             out_ids.append(None)
@@ -210,61 +283,26 @@ def _issue(ctl: MeshController, func: Any, args: Any, kwargs: Any, spec: Any, le
         else:
             out_ids.append(None)
             new.append(leaf[1])
+    if scan.local:
+        wire = tree_map(_wire_local, wire)
     key, blob = ctl.func_ref(func)
-    ctl.issue(
-        (
-            "op",
-            stream,
-            key,
-            blob,
-            tree_map(_ref_of, args),
-            tree_map(_ref_of, kwargs),
-            out_ids,
-            torch.is_grad_enabled(),
-        )
-    )
+    ctl.issue(("op", stream, key, blob, wire[0], wire[1], out_ids, grad))
+    if spec is None:
+        return new[0]
     return tree_unflatten(new, spec)
 
 
-def _dtensors(args: Any, kwargs: Any) -> list:
-    """The distributed tensor arguments, each once, in argument order."""
-    seen: dict = {}
-    for x in tree_flatten((args, kwargs))[0]:
-        if isinstance(x, DTensor) and x._id not in seen:
-            seen[x._id] = x
-    return list(seen.values())
-
-
-# Plans of calls by their signature (the function, the metadata of tensor
-# arguments, the other arguments, the grad mode): a call seen before skips
-# the meta computation.
+# Plans of calls by their signature (the function, the grad mode, the
+# ``_Scan`` signature of the arguments): a call seen before skips the meta
+# computation.
 _PLANS: dict = {}
 _PLANS_MAX = 8192
 
 
-def _sig(x: Any) -> Any:
-    t = type(x)
-    if t is DTensor:
-        return (0, tuple(x.shape), x.stride(), x.dtype, x._rg)
-    if t is tuple or t is list:
-        return (t, tuple(_sig(v) for v in x))
-    if t is dict:
-        return (dict, tuple((k, _sig(v)) for k, v in x.items()))
-    if isinstance(x, (torch.Tensor, tuple, list, dict)):
-        raise TypeError  # local tensors and other containers: not cached
-    hash(x)
-    return (t, x)
-
-
-def _signature(func: Any, args: tuple, kwargs: dict) -> Any:
-    try:
-        return (func, _sig(args), _sig(kwargs), torch.is_grad_enabled())
-    except TypeError:
-        return None
-
-
 def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None) -> Any:
-    ctl = controller_of(args, kwargs, active)
+    scan = _Scan(active)
+    wire = scan.walk((args, kwargs))
+    ctl = scan.ctl
     if ctl is None:
         return func(*args, **kwargs)
     if func in _REPR:
@@ -274,21 +312,25 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
             f"{getattr(func, '__name__', func)} needs the value of a distributed tensor; "
             "use monarch.fetch_shard(t).result() or monarch.inspect(t)"
         )
+    grad = torch.is_grad_enabled()
     metas: dict = {}
     if getattr(func, "__self__", None) is _TensorBase.grad and func.__name__ == "__get__":
-        return issue_call(ctl, _grad_of, args, kwargs, _meta_of(args[0], metas).detach(), metas)
+        meta = _meta_of(args[0], metas).detach()
+        return _issue(ctl, _grad_of, scan, wire, *plan(meta, metas), grad)
     if func is torch.Tensor.backward:
-        return issue_call(ctl, _backward, args, kwargs, None, metas)
-    sig = _signature(func, args, kwargs)
-    if sig is not None:
-        hit = _PLANS.get(sig)
+        return _issue(ctl, _backward, scan, wire, *plan(None, metas), grad)
+    sig = None
+    if scan.sig is not None:
+        sig = (func, grad, tuple(scan.sig))
+        try:
+            hit = _PLANS.get(sig)
+        except TypeError:  # an unhashable argument: not cached
+            sig = hit = None
         if hit is not None:
-            if hit[0] == "meta":
-                return hit[1]
-            return _issue(ctl, func, args, kwargs, hit[1], hit[2])
+            return _issue(ctl, func, scan, wire, hit[0], hit[1], grad)
     meta_args = tree_map(lambda x: _meta_of(x, metas), args)
     meta_kwargs = tree_map(lambda x: _meta_of(x, metas), kwargs)
-    if not metas and not any(isinstance(x, torch.Tensor) for x in tree_flatten((args, kwargs))[0]):
+    if not metas and not scan.local:
         # A factory (torch.rand(3, 4)) makes a distributed tensor; a call
         # without tensors that takes no device (torch.set_grad_enabled) is
         # controller state and runs here.
@@ -304,8 +346,8 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
         return result  # metadata (shape, dtype, dim, ...): nothing to run
     spec, leaves = plan(result, metas)
     if sig is not None and len(_PLANS) < _PLANS_MAX:
-        _PLANS[sig] = ("issue", spec, leaves)
-    return _issue(ctl, func, args, kwargs, spec, leaves)
+        _PLANS[sig] = (spec, leaves)
+    return _issue(ctl, func, scan, wire, spec, leaves, grad)
 
 
 class _MeshMode(TorchFunctionMode):
@@ -332,13 +374,38 @@ def activate(ctl: MeshController) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def no_mesh() -> Iterator[None]:
-    """Torch calls in the block run locally, even under ``mesh.activate()``."""
+def _no_mesh_block() -> Iterator[None]:
     _local.no_mesh = getattr(_local, "no_mesh", 0) + 1
     try:
         yield
     finally:
         _local.no_mesh -= 1
+
+
+class _NoMesh:
+    """``with monarch.no_mesh.activate():`` torch calls in the block run
+    locally, even under ``mesh.activate()`` (ops on distributed tensors
+    still run on their mesh). ``no_mesh()`` is the same block."""
+
+    def activate(self) -> contextlib.AbstractContextManager:
+        return _no_mesh_block()
+
+    __call__ = activate
+
+    def __repr__(self) -> str:
+        return "monarch.no_mesh"
+
+
+no_mesh = _NoMesh()
+
+
+def active_controller() -> MeshController | None:
+    """The controller of the mesh of the innermost ``mesh.activate()``
+    (None outside, or under ``no_mesh``)."""
+    if getattr(_local, "no_mesh", 0):
+        return None
+    mode = torch.overrides._get_current_function_mode()
+    return getattr(mode, "ctl", None)
 
 
 def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) -> DTensor:
@@ -367,8 +434,54 @@ def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) 
     return DTensor(ctl, out, _desc(meta), stream)
 
 
-def rank(ctl: MeshController, dim: str) -> DTensor:
-    if dim not in ctl.extent:
-        raise ValueError(f"the mesh has no dimension {dim!r} (it has {', '.join(ctl.extent)})")
+def rank(ctl: MeshController, dims: Any) -> DTensor:
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    for d in dims:
+        if d not in ctl.extent:
+            raise KeyError(f"the mesh has no dimension {d!r} (it has {', '.join(ctl.extent)})")
     meta = torch.empty((), dtype=torch.int64, device="meta")
-    return issue_call(ctl, worker.rank_tensor, (dim,), {}, meta, {})
+    return issue_call(ctl, worker.rank_tensor, (dims,), {}, meta, {})
+
+
+# ``to_mesh``: the worker at each coordinate of the tensor's mesh sends its
+# shard to the worker(s) at the same coordinates of the destination mesh;
+# dimensions match by name and size, and a dimension only the destination
+# has receives copies (a broadcast).
+_transfers = itertools.count(1)
+
+
+def to_mesh(t: DTensor, mesh: Any, stream: Stream | None = None) -> DTensor:
+    """``t`` on the proc mesh ``mesh`` (on ``stream``, default: ``t``'s)."""
+    if not isinstance(t, DTensor):
+        raise TypeError(f"to_mesh() moves a distributed tensor, not {type(t).__name__}")
+    src = t._ctl
+    extent = dict(mesh.sizes)
+    missing = [k for k in src.extent if k not in extent]
+    if missing:
+        raise ValueError(
+            f"to_mesh(): the destination mesh {extent} does not have dimension(s) "
+            f"{', '.join(missing)} of the tensor's mesh {src.extent}"
+        )
+    for k, n in src.extent.items():
+        if extent[k] != n:
+            raise ValueError(
+                f"to_mesh(): dimension {k!r} has size {extent[k]} in the destination mesh "
+                f"and {n} in the tensor's mesh ({extent} vs {src.extent})"
+            )
+    if t._rg:
+        raise ValueError("to_mesh() of a tensor that requires grad: detach() it first")
+    dst = controller_for(mesh)
+    stream_name = t._stream if stream is None else stream.name
+    tag = ("to_mesh", next(_transfers))
+    out = dst.new_id()
+    src.issue(("send", t._stream, t._id, tag, dst.ports, dict(dst.extent)))
+    # The receivers wait for the senders: send now, whatever the
+    # destination does next.
+    src.flush()
+    dst.issue(("recv", stream_name, out, tag, src.workers, src.name, dict(src.extent)))
+    return DTensor(dst, out, _desc(t._meta().detach()), stream_name)
+
+
+def to_mesh_tree(tensors: Any, mesh: Any, stream: Stream | None = None) -> Any:
+    """``monarch.to_mesh``: every distributed tensor of a pytree moved."""
+    return tree_map(lambda x: to_mesh(x, mesh, stream) if isinstance(x, DTensor) else x, tensors)

@@ -76,6 +76,9 @@ class Store:
                 raise RuntimeError(f"tensor {id} was never produced on this worker")
             return self._values[id]
 
+    def has(self, id: int) -> bool:
+        return id in self._values
+
     def delete(self, ids) -> None:
         with self._cond:
             for i in ids:

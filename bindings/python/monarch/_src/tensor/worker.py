@@ -19,6 +19,17 @@ Commands (tuples, built by ``monarch._src.tensor.controller``):
   (``monarch._src.tensor.collective``).
 * ``("del", streams, ids)``: forget ``ids`` once every stream in
   ``streams`` has reached this point.
+* ``("call", stream, port, fn, args, kwargs)``: call ``fn`` and send its
+  value (or its error) to ``port``.
+* ``("send", stream, src, tag, ports, extent)`` / ``("recv", stream, out,
+  tag, workers, extent)``: ``to_mesh`` (``monarch._src.tensor.dtensor``);
+  the sender is this mesh's worker at the receiver's coordinates in the
+  dims of ``extent`` (the sender mesh's).
+
+Peers: every worker watches every other worker of its mesh with a call
+that is never answered (``watch``): the runtime fails it as soon as the
+peer's proc is gone, and a wait for that peer's message then fails at once
+(``collective.Mailbox``) instead of blocking the stream.
 """
 
 from __future__ import annotations
@@ -30,23 +41,28 @@ import traceback
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
 from ..actor.actor_mesh import Actor
 from ..actor.context import current_rank
 from ..actor.endpoint import endpoint
 from ..actor.port import Channel
-from . import collective
+from . import collective, wire
 from .store import STORE, Failed, Local, Ref
+from .tree import tree_flatten, tree_map
 
 _current: TensorWorker | None = None
+# The worker whose stream runs on this thread: a proc holds one worker per
+# tensor mesh it is part of (a mesh and a slice of it share procs).
+_thread = threading.local()
 
 
 def current_worker() -> TensorWorker:
-    """The tensor worker of this proc (for functions run as ops)."""
-    if _current is None:
+    """The tensor worker running the current op (for functions run as
+    ops); outside a stream, the proc's latest worker."""
+    w = getattr(_thread, "worker", None) or _current
+    if w is None:
         raise RuntimeError("no tensor worker runs in this proc")
-    return _current
+    return w
 
 
 class _Propagate(Exception):
@@ -65,22 +81,60 @@ def _resolve(x: Any) -> Any:
     return x
 
 
+def coords_of(rank: int, extent: dict[str, int]) -> dict[str, int]:
+    """The coordinates of ``rank`` in a mesh of ``extent`` (row-major)."""
+    c = {}
+    for k in reversed(list(extent)):
+        c[k] = rank % extent[k]
+        rank //= extent[k]
+    return {k: c[k] for k in extent}
+
+
+def rank_of(coords: dict[str, int], extent: dict[str, int]) -> int:
+    r = 0
+    for k, n in extent.items():
+        r = r * n + coords[k]
+    return r
+
+
 class _Stream:
     def __init__(self, worker: TensorWorker, name: Any) -> None:
         self.worker = worker
+        self.running: str | None = None  # the kind of command running now
         self.q: queue.SimpleQueue = queue.SimpleQueue()
+        # Items put and not finished yet (put by the actor thread, finished
+        # by the stream's thread).
+        self.pending = 0
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._loop, name=f"tensor-stream-{name}", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
+        _thread.worker = self.worker
+        execute = self.worker.execute
         while True:
-            cmd = self.q.get()
-            if cmd is None:
+            cmds = self.q.get()
+            if cmds is None:
                 return
-            try:
-                self.worker.execute(cmd)
-            except BaseException:  # noqa: BLE001 - a stream thread never dies
-                traceback.print_exc()
+            for cmd in cmds:
+                self.running = cmd[0]
+                try:
+                    execute(cmd)
+                except BaseException:  # noqa: BLE001 - a stream thread never dies
+                    traceback.print_exc()
+                finally:
+                    self.running = None
+            with self.lock:
+                self.pending -= 1
+
+    def put(self, cmds: list) -> None:
+        with self.lock:
+            self.pending += 1
+        self.q.put(cmds)
+
+    def idle(self) -> bool:
+        """Every item put has run."""
+        return self.pending == 0
 
 
 class TensorWorker(Actor):
@@ -95,8 +149,10 @@ class TensorWorker(Actor):
         self.pending_deletes: dict[int, int] = {}
         self.del_lock = threading.Lock()
         self.port, rx = Channel.open()
-        self.mailbox = collective.Mailbox(rx)
+        self.mailbox = collective.Mailbox(rx, self._peer_lost)
         self.peers: list = []
+        self.watches: dict[Any, Any] = {}  # peer -> the Future of its watch call
+        self.watched_by: list = []  # ports of peers' watch calls, never answered
         _current = self
 
     # ------------------------------------------------------------ endpoints
@@ -105,38 +161,68 @@ class TensorWorker(Actor):
         return self.port
 
     @endpoint
-    def set_peers(self, ports):
+    def set_peers(self, ports, workers):
+        """The mailbox ports of every worker of the mesh, by rank, and the
+        worker mesh (to watch the others)."""
         self.peers = list(ports)
+        for r in range(len(ports)):
+            if r != self.rank:
+                self.watches[r] = workers.slice(**coords_of(r, self.extent)).watch.call_one()
 
-    @endpoint
-    def greet(self, r):
-        """Connection round ``r`` (``collective.greet``)."""
-        collective.greet(r, self.rank, self.peers, self.mailbox)
+    @endpoint(explicit_response_port=True)
+    def watch(self, port):
+        """Never answered: the caller's call fails when this proc is gone."""
+        self.watched_by.append(port)
 
     @endpoint
     def run(self, cmds):
+        # Each stream's thread gets its commands of the batch as one item.
+        per_stream: dict = {}
         for cmd in cmds:
             if cmd[0] == "del":
                 for s in cmd[1]:
-                    self._stream(s).q.put(cmd)
+                    per_stream.setdefault(s, []).append(cmd)
             else:
-                self._stream(cmd[1]).q.put(cmd)
+                per_stream.setdefault(cmd[1], []).append(cmd)
+        for s, part in per_stream.items():
+            self._stream(s).put(part)
 
     @endpoint(explicit_response_port=True)
-    def fetch(self, port, stream, id):
-        self._stream(stream).q.put(("fetch", stream, port, id))
+    def fetch(self, port, stream, id, landing):
+        s = self._stream(stream)
+        if landing is None and s.idle() and STORE.has(id):
+            # Everything issued before this fetch has run: answer here,
+            # without a hand-over to the stream's thread.
+            self._reply(port, lambda: self._fetched(id, None))
+        else:
+            s.put([("fetch", stream, port, id, landing)])
 
     @endpoint(explicit_response_port=True)
     def sync(self, port, stream):
-        self._stream(stream).q.put(("sync", stream, port))
+        self._stream(stream).put([("sync", stream, port)])
 
     @endpoint(explicit_response_port=True)
     def call_fn(self, port, stream, fn, args, kwargs):
-        self._stream(stream).q.put(("call", stream, port, fn, args, kwargs))
+        self._stream(stream).put([("call", stream, port, fn, args, kwargs)])
 
     @endpoint
     def stats(self):
-        return {"stored": len(STORE), "streams": sorted(map(str, self.streams))}
+        """Answered by the actor thread while streams run: what is stored,
+        and what each stream runs now (None: idle)."""
+        return {
+            "stored": len(STORE),
+            "streams": sorted(map(str, self.streams)),
+            "running": {str(k): s.running for k, s in self.streams.items()},
+        }
+
+    def _peer_lost(self, peer: Any) -> bool:
+        f = self.watches.get(peer)
+        return f is not None and f.done()
+
+    def _watch(self, key: Any, workers: Any, coords: dict[str, int]) -> None:
+        """Watch a worker of another mesh (a ``to_mesh`` sender), once."""
+        if key not in self.watches:
+            self.watches[key] = workers.slice(**coords).watch.call_one()
 
     def __cleanup__(self, exc):
         for s in self.streams.values():
@@ -158,25 +244,40 @@ class TensorWorker(Actor):
         elif kind == "del":
             self._delete(cmd[1], cmd[2])
         elif kind == "fetch":
-            self._reply(cmd[2], lambda: STORE.get(cmd[3]))
+            self._reply(cmd[2], lambda: self._fetched(cmd[3], cmd[4]))
         elif kind == "sync":
             cmd[2].send(None)
         elif kind == "call":
             port, fn, args, kwargs = cmd[2:]
-            self._reply(port, lambda: fn(*tree_map(_resolve, args), **tree_map(_resolve, kwargs)))
+            self._reply(port, lambda: wire.wrap(fn(*tree_map(_resolve, args), **tree_map(_resolve, kwargs))))
+        elif kind == "send":
+            self._send_shard(*cmd[2:])
+        elif kind == "recv":
+            self._recv_shard(*cmd[2:])
 
     def _reply(self, port: Any, produce: Any) -> None:
         try:
             value = produce()
             if isinstance(value, Failed):
-                raise RemoteTensorError(value.text)
+                raise _error_of(value)
         except _Propagate as p:
-            port.exception(RemoteTensorError(p.failed.text))
+            port.exception(_error_of(p.failed))
             return
         except BaseException as e:  # noqa: BLE001 - answered to the controller
             port.exception(e)
             return
         port.send(value)
+
+    def _fetched(self, id: int, landing: Any) -> Any:
+        """A fetch's answer: ``(True, None)`` when the value was written
+        into the controller's landing, else ``(False, value)`` (pickled
+        here when it can be, see ``wire.answer``)."""
+        value = STORE.get(id)
+        if isinstance(value, Failed):
+            return value
+        if landing is not None and wire.land(value, landing):
+            return (True, None)
+        return wire.answer((False, wire.wrap(value)))
 
     def _fail(self, out_ids, failed: Failed) -> None:
         for i in out_ids:
@@ -192,8 +293,11 @@ class TensorWorker(Actor):
                     self.funcs[key] = fn
             args = tree_map(_resolve, args)
             kwargs = tree_map(_resolve, kwargs)
-            with torch.set_grad_enabled(grad):
+            if torch.is_grad_enabled() == grad:
                 result = fn(*args, **kwargs)
+            else:
+                with torch.set_grad_enabled(grad):
+                    result = fn(*args, **kwargs)
         except _Propagate as p:
             self._fail(out_ids, p.failed)
             return
@@ -207,15 +311,10 @@ class TensorWorker(Actor):
 
     def group(self, dims) -> list[int]:
         """Global ranks of the workers that differ from this one only in ``dims``."""
-        labels = list(self.extent)
-        sizes = [self.extent[k] for k in labels]
         ranks = []
         for r in range(self.rank_count()):
-            rem, c = r, {}
-            for k, n in zip(reversed(labels), reversed(sizes)):
-                c[k] = rem % n
-                rem //= n
-            if all(c[k] == self.coords[k] for k in labels if k not in dims):
+            c = coords_of(r, self.extent)
+            if all(c[k] == self.coords[k] for k in self.extent if k not in dims):
                 ranks.append(r)
         return ranks
 
@@ -226,20 +325,50 @@ class TensorWorker(Actor):
         return n
 
     def _reduce(self, src, out, dims, op, scatter, inplace, seq) -> None:
+        group = self.group(dims)
         try:
             t = _resolve(Ref(src))
-            r = collective.reduce(t, self.group(dims), self.rank, self.peers, self.mailbox, seq, op, scatter)
+            r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter)
             if inplace:
                 with torch.no_grad():
                     t.copy_(r)
                 r = t
         except _Propagate as p:
+            # No input here: the other members must not wait for it.
+            collective.abort(group, self.rank, self.peers, seq, p.failed.text)
+            self.mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
             STORE.put(out, p.failed)
             return
         except BaseException as e:  # noqa: BLE001 - stored, raised at the controller's fetch
             STORE.put(out, Failed(traceback.format_exc(), e))
             return
         STORE.put(out, r)
+
+    def _send_shard(self, src, tag, ports, extent) -> None:
+        """``to_mesh``, sending side: this shard to every worker of the
+        destination whose coordinates in this mesh's dims are ours."""
+        value = STORE.get(src)
+        msg = ("failed", value.text) if isinstance(value, Failed) else ("ok", collective._to_wire(value))
+        for r, port in enumerate(ports):
+            at = coords_of(r, extent)
+            if all(at[k] == v for k, v in self.coords.items()):
+                port.send((tag, msg))
+
+    def _recv_shard(self, out, tag, workers, name, extent) -> None:
+        """``to_mesh``, receiving side: the shard of the sender at our
+        coordinates in its mesh's dims ``extent``."""
+        at = {k: self.coords[k] for k in extent}
+        key = (name, rank_of(at, extent))
+        try:
+            self._watch(key, workers, at)
+            kind, payload = self.mailbox.take(tag, key)
+        except BaseException as e:  # noqa: BLE001 - stored, raised at the controller's fetch
+            STORE.put(out, Failed(traceback.format_exc(), e))
+            return
+        if kind == "failed":
+            STORE.put(out, Failed(payload, None))
+        else:
+            STORE.put(out, collective._from_wire(payload))
 
     def _delete(self, streams, ids) -> None:
         key = id(ids)
@@ -256,9 +385,22 @@ class RemoteTensorError(RuntimeError):
     """An op failed on a worker; the message holds the worker's traceback."""
 
 
-def rank_tensor(dim: str) -> torch.Tensor:
-    """This worker's coordinate along ``dim`` (the op behind ``mesh.rank(dim)``)."""
+class PeerLostTensorError(RemoteTensorError):
+    """An op failed on a worker because a peer worker it waited for is gone
+    (the controller raises the SupervisionError of the loss instead)."""
+
+
+def _error_of(failed: Failed) -> RemoteTensorError:
+    if isinstance(failed.exc, collective.PeerLostError):
+        return PeerLostTensorError(failed.text)
+    return RemoteTensorError(failed.text)
+
+
+def rank_tensor(dims: tuple) -> torch.Tensor:
+    """This worker's rank in the mesh dims ``dims`` (row-major over them;
+    one dim: its coordinate). The op behind ``mesh.rank(dims)``."""
     w = current_worker()
-    if dim not in w.coords:
-        raise ValueError(f"the mesh has no dimension {dim!r} (it has {', '.join(w.coords)})")
-    return torch.tensor(w.coords[dim])
+    r = 0
+    for d in dims:
+        r = r * w.extent[d] + w.coords[d]
+    return torch.tensor(r)
