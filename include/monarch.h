@@ -1078,6 +1078,49 @@ monarch_status monarch_runtime_introspect(const struct monarch_runtime *rt,
 // copied.
 monarch_status monarch_runtime_stop_mesh(const struct monarch_runtime *rt, const char *name);
 
+/* ------------------------------------------------------------------------
+ * monarch_progress: progress of long operations
+ */
+
+// A long operation the host reports the progress of (e.g. a tensor
+// fetch), created by `monarch_progress_begin` and finished by
+// `monarch_progress_free`. May be used from any thread.
+typedef struct monarch_progress monarch_progress;
+
+// Start (`enable` true) or stop keeping this process's progress events
+// for `monarch_progress_next`. Events are kept only while enabled (at
+// most 4,096 not taken: the oldest go); disabling drops those not taken.
+monarch_status monarch_progress_watch(bool enable);
+
+// Take the next progress event, waiting up to `timeout_ms` (-1: forever):
+// a `ProgressEvent` flatbuffer (core/schema/monarch.fbs) in a buffer the
+// caller owns (free it with `monarch_buffer_free`). Each operation sends
+// one event when it starts, one per change, and a last one with
+// `finished` set. Returns `MONARCH_ERR_TIMEOUT` when none came. Call
+// `monarch_progress_watch(true)` first. Safe to call from a thread of its
+// own.
+monarch_status monarch_progress_next(int64_t timeout_ms, uint8_t **out, size_t *out_len);
+
+// Report a long operation of the host: `kind` is a `ProgressKind` of the
+// schema (1 procs ready, 2 SLURM allocation, 3 RDMA transfer, 4 tensor
+// fetch), `label` what it is (copied), `total` its size (bytes for 3 and
+// 4; 0 if unknown). Its progress is shown and sent like the runtime's
+// own. Free the handle with `monarch_progress_free` when it is over.
+monarch_status monarch_progress_begin(uint32_t kind,
+                                      const char *label,
+                                      uint64_t total,
+                                      struct monarch_progress **out);
+
+// Set how much of the operation is done (and, when `total` is not 0, its
+// size).
+monarch_status monarch_progress_set(const struct monarch_progress *op,
+                                    uint64_t done,
+                                    uint64_t total);
+
+// The operation is over: send its last event and free the handle. NULL
+// is a no-op.
+monarch_status monarch_progress_free(struct monarch_progress *op);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

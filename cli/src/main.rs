@@ -8,6 +8,7 @@
 //! - `monarch secret`: print a fresh job secret.
 //! - `monarch debug`: the client of a job's remote debugger (see [`debug`]).
 //! - `monarch top`: a live view of a running controller's job (see [`top`]).
+//! - `monarch trace merge`: merge per-proc trace parts (see [`trace`]).
 
 mod actor_threads;
 mod answer;
@@ -18,6 +19,7 @@ mod top;
 mod top_rows;
 mod top_session;
 mod top_ui;
+mod trace;
 mod worker;
 
 use std::process::ExitCode;
@@ -37,6 +39,8 @@ Commands:
   debug     Attach to a running job's debugger: list the actors stopped in
             breakpoint(), attach to one, send pdb commands to several ranks
   top       Show a running controller's hosts, procs and actors, live
+  trace     Merge the per-proc parts of a MONARCH_TRACE trace into one
+            Chrome/Perfetto trace file
   help      Print this message, or the help of a command
 
 Options:
@@ -45,6 +49,7 @@ Options:
 
 Run `monarch <COMMAND> --help` for the help of a command.
 Logging: set MONARCH_LOG (tracing env-filter syntax, default \"warn\").
+Tracing: set MONARCH_TRACE=PATH for a Chrome trace of the job (docs/tracing.md).
 ";
 
 const WORKER_USAGE: &str = "\
@@ -206,11 +211,7 @@ Options:
 ";
 
 fn init_logging() {
-    let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .try_init();
+    monarch_core::trace::install_subscriber();
 }
 
 fn is_help(a: &str) -> bool {
@@ -284,6 +285,10 @@ fn main() -> ExitCode {
                 print!("{TOP_USAGE}");
                 ExitCode::SUCCESS
             }
+            Some("trace") => {
+                print!("{}", trace::USAGE);
+                ExitCode::SUCCESS
+            }
             Some(other) => usage_error(&format!("unknown command '{other}'"), USAGE),
         },
         "worker" => {
@@ -316,6 +321,13 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             print_secret(rest)
+        }
+        "trace" => {
+            if rest.iter().any(|a| is_help(a)) {
+                print!("{}", trace::USAGE);
+                return ExitCode::SUCCESS;
+            }
+            trace::run(rest)
         }
         "debug" => {
             if rest.iter().any(|a| is_help(a)) {

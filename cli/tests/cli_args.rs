@@ -193,6 +193,63 @@ fn host_refuses_a_weak_secret_and_takes_one_from_monarch_secret() {
 }
 
 #[test]
+fn trace_merge_checks_its_arguments() {
+    let o = monarch(&["trace", "--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("Usage: monarch trace merge -o OUT.json PART..."));
+    for (args, want) in [
+        (&["trace"][..], "missing subcommand"),
+        (&["trace", "split"], "unknown subcommand 'split'"),
+        (&["trace", "merge", "a.jsonl"], "-o OUT is required"),
+        (&["trace", "merge", "-o"], "-o needs a path"),
+        (
+            &["trace", "merge", "-o", "x.json"],
+            "no part file or directory given",
+        ),
+    ] {
+        let o = monarch(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    let dir = std::env::temp_dir().join(format!("monarch-trace-args-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.json");
+    let missing = dir.join("missing.jsonl");
+    let o = monarch(&[
+        "trace",
+        "merge",
+        "-o",
+        out.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no such part file or directory"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    std::fs::write(dir.join("1.jsonl"), "{\"ph\":\"X\"}\n").unwrap();
+    let o = monarch(&[
+        "trace",
+        "merge",
+        "--output",
+        out.to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 events from 1 part files"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .starts_with("{\"traceEvents\":["));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn debug_help_and_bad_targets() {
     for args in [&["debug", "--help"][..], &["help", "debug"]] {
         let o = monarch(args);

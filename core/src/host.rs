@@ -17,7 +17,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
 use crate::limits;
 use crate::mesh::{MeshView, ProcMesh};
-use crate::runtime::{Future, Runtime};
+use crate::progress::ProgressKind;
+use crate::runtime::{Future, Runtime, StartWatch};
 use crate::value::PointValue;
 
 /// How long an agent may take to answer a request.
@@ -156,9 +157,12 @@ impl HostMesh {
             .collect::<Vec<_>>()
             .join("\0");
         let mut started = Vec::with_capacity(hosts.len());
+        let progress =
+            crate::progress::start(ProgressKind::ProcsReady, "procs ready", shape.len() as u64);
         for (i, h) in hosts.iter().enumerate() {
-            for a in &addrs[i] {
-                self.rt.expect_remote(a, h);
+            for (j, a) in addrs[i].iter().enumerate() {
+                self.rt
+                    .expect_remote(a, h, StartWatch::new(i * k + j, a, &progress));
             }
             let controller = self.rt.tcp_addr_towards(h)?;
             let (dk, dv) = self.rt.debug_env(&controller);

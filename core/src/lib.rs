@@ -54,12 +54,14 @@ mod mesh;
 mod multicast;
 mod port;
 pub mod process;
+pub mod progress;
 pub mod random;
 pub mod runtime;
 pub mod secret;
 mod socket;
 mod supervision;
 pub mod tls;
+pub mod trace;
 pub mod transport;
 #[cfg(test)]
 mod trust_tests;

@@ -109,6 +109,7 @@ fn is_terminal(stderr: bool) -> bool {
 /// it on a terminal, both without colour codes otherwise.
 fn print(stderr: bool, prefix: &str, line: &[u8]) {
     let tty = is_terminal(stderr);
+    crate::progress::clear_line();
     let line = if tty {
         std::borrow::Cow::Borrowed(line)
     } else {

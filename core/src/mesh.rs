@@ -150,6 +150,13 @@ impl ProcMesh {
     ) -> Result<(ActorMesh, Future)> {
         check_name("actor mesh name", name)?;
         check_name("actor type name", type_name)?;
+        let _spawn = tracing::info_span!(
+            "spawn_actors",
+            actor = name,
+            type_name,
+            points = self.shape.len()
+        )
+        .entered();
         let key = format!("{name}.{}", self.rt.next_id());
         let mesh = ActorMesh::new(
             self.rt.clone(),
@@ -317,6 +324,14 @@ impl ActorMesh {
     /// gathered replies, or None for `Broadcast`.
     pub fn call(&self, method: &str, parts: &[&[u8]], mode: CallMode) -> Result<Option<Future>> {
         check_name("method name", method)?;
+        let _call = tracing::info_span!(
+            "call",
+            actor = %self.r.name,
+            method,
+            mode = ?mode,
+            points = self.r.shape.len(),
+        )
+        .entered();
         let mut env = Envelope::new(Kind::Message);
         env.actor = self.r.key.clone();
         env.method = method.to_string();

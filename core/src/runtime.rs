@@ -33,8 +33,8 @@ use flatbuffers::FlatBufferBuilder;
 mod actors;
 pub(crate) mod cast;
 mod children;
-mod debug;
 mod counters;
+mod debug;
 mod dispatch;
 mod events;
 mod failures;
@@ -48,6 +48,7 @@ mod listeners;
 mod peers;
 mod ports;
 use actors::ActorState;
+pub(crate) use children::StartWatch;
 pub use events::{Event, EventKind};
 pub use introspect::INTROSPECT_ACTOR;
 pub use ports::PortReceiver;
@@ -75,6 +76,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
 use crate::port::{PortRef, StreamPort};
 use crate::process::SocketDir;
+use crate::progress::ProgressKind;
 use crate::supervision::SupervisionEvent;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
@@ -260,6 +262,7 @@ impl Runtime {
                         .map_err(|e| Error::io("no random bytes from the kernel", e))?,
                 };
                 write_secret_file(&dir.path, &token)?;
+                crate::trace::job_started();
                 Runtime::start(Listen::Bind(addr), token, None, Some(dir))
             }
         }
@@ -415,12 +418,16 @@ impl Runtime {
         self.check_running()?;
         let dir = self.inner.id.socket_dir()?;
         let mut addrs = Vec::with_capacity(n);
+        let progress = crate::progress::start(ProgressKind::ProcsReady, "procs ready", n as u64);
         for rank in 0..n {
             let addr = format!("unix:{}/p{}.sock", dir.display(), self.next_id());
             // Waiting for Ready reads our sockets, like any other wait.
             let ready: Completion<Result<()>> =
                 Completion::with_pump(None, Some(self.inner.pump.clone()));
-            self.inner.children.expect_ready(&addr, ready.clone());
+            let watch = StartWatch::new(rank, &addr, &progress);
+            self.inner
+                .children
+                .expect_ready(&addr, ready.clone(), watch);
             let mut env = env.to_vec();
             env.extend([
                 (ENV_CONTROLLER.to_string(), self.inner.id.addr.clone()),
@@ -652,6 +659,15 @@ impl Runtime {
                     ev.taken = Some(Instant::now());
                 }
             }
+            let mut ev = ev;
+            ev.span = tracing::info_span!(
+                "handle",
+                kind = ?ev.kind,
+                actor = %ev.actor,
+                method = %ev.method,
+                rank = ev.message_rank,
+                msg = ev.message_id(),
+            );
             return Ok(ev);
         }
     }
@@ -689,6 +705,9 @@ impl Runtime {
         // The children are gone: their last lines are in the pipes.
         crate::logs::wait_local_output(Duration::from_secs(1));
         crate::logs::flush();
+        // The procs have exited and written their parts of the trace.
+        crate::trace::flush();
+        crate::trace::job_finished();
     }
 
     /// Open a stream port of this proc; `once`: it takes one value only.

@@ -37,6 +37,7 @@ mod event;
 mod port;
 
 mod host_mesh;
+mod progress;
 mod rdma;
 mod slurm;
 
@@ -47,6 +48,7 @@ pub use future::*;
 pub use host_mesh::*;
 pub use port::*;
 pub use proc_mesh::*;
+pub use progress::*;
 pub use rdma::*;
 pub use runtime::*;
 pub use slurm::*;

@@ -4,7 +4,6 @@
 //! live with the type they create.
 
 use std::ffi::{c_char, c_int};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use monarch_core::Runtime;
@@ -33,17 +32,6 @@ impl Handle for monarch_runtime {
 /// Whether a runtime exists in this process.
 static RUNTIME_LIVE: Mutex<bool> = const_mutex(false);
 
-fn init_logging() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let filter = std::env::var("MONARCH_LOG").unwrap_or_else(|_| "warn".into());
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(std::io::stderr)
-            .try_init();
-    });
-}
-
 /// Create this process's runtime and write it to `*out`.
 ///
 /// In a process started by a controller as a proc (its bootstrap
@@ -55,7 +43,7 @@ fn init_logging() {
 pub unsafe extern "C" fn monarch_runtime_new(out: *mut *mut monarch_runtime) -> monarch_status {
     guard(|| {
         let out = out_ptr(out, "out")?;
-        init_logging();
+        monarch_core::trace::install_subscriber();
         let mut live = RUNTIME_LIVE.lock();
         if *live {
             return Err(Fail::invalid("a runtime already exists in this process"));

@@ -40,6 +40,7 @@ const SECTIONS: &[(&str, &str)] = &[
         "introspect",
         "Introspection: the job's procs, actors and meshes",
     ),
+    ("progress", "monarch_progress: progress of long operations"),
 ];
 
 const CPP_OPEN: &str = "#ifdef __cplusplus\nextern \"C\" {\n#endif // __cplusplus";

@@ -46,6 +46,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use monarch_core::progress::{self, ProgressKind};
 use monarch_core::{Error, ErrorKind, Future, PointValue, Result, Runtime, Shape, ValueMesh};
 use parking_lot::Mutex;
 
@@ -124,6 +125,11 @@ const HUGE_ADVICE_MIN: usize = 4 << 20;
 /// then costs a few page faults per 64 MiB instead of 16,384, which on a VM
 /// is most of the time of the copy; memory already touched is unaffected.
 /// Advice only: errors (no THP, not anonymous memory) are ignored.
+/// Transfers from this size on report their progress (when observed).
+const PROGRESS_MIN: usize = 32 << 20;
+/// The smallest piece a transfer that reports progress is cut into.
+const PROGRESS_PIECE: usize = 8 << 20;
+
 fn advise_huge_pages(ptr: usize, len: usize) {
     const HUGE: usize = 2 << 20;
     let start = ptr.div_ceil(HUGE) * HUGE;
@@ -348,7 +354,50 @@ impl Buffer {
         self.transfer(offset, src, len, true)
     }
 
+    /// Copy between the buffer and local memory: in pieces that report
+    /// progress when the transfer is large and someone follows progress
+    /// (a terminal, a watching host), else in one go.
     fn transfer(&self, offset: u64, local: usize, len: usize, write: bool) -> Result<Backend> {
+        let span = tracing::info_span!(
+            "rdma",
+            op = if write { "write" } else { "read" },
+            owner = %self.desc.owner,
+            buffer = self.desc.id,
+            bytes = len,
+            backend = tracing::field::Empty,
+        );
+        let _in = span.enter();
+        self.check_live()?;
+        self.check_range(offset, len)?;
+        if len < PROGRESS_MIN || !progress::observed() {
+            let b = self.transfer_piece(offset, local, len, write)?;
+            span.record("backend", b.name());
+            return Ok(b);
+        }
+        let label = if write { "RDMA write" } else { "RDMA read" };
+        let op = progress::start(ProgressKind::RdmaTransfer, label, len as u64);
+        let piece = (len / 16).max(PROGRESS_PIECE);
+        let mut at = 0;
+        let mut backend = None;
+        while at < len {
+            let n = piece.min(len - at);
+            backend = Some(self.transfer_piece(offset + at as u64, local + at, n, write)?);
+            at += n;
+            op.set_done(at as u64);
+        }
+        op.finish();
+        let b = backend.expect("len > 0");
+        span.record("backend", b.name());
+        Ok(b)
+    }
+
+    fn transfer_piece(
+        &self,
+        offset: u64,
+        local: usize,
+        len: usize,
+        write: bool,
+    ) -> Result<Backend> {
         self.check_live()?;
         self.check_range(offset, len)?;
         if len == 0 {

@@ -74,6 +74,7 @@ static int controller_main(void) {
     test_future_wait_poll_and_fd(rt, am);
     test_this_proc(rt);
     test_input_limits(rt, pm, am);
+    test_progress();
     test_ref_round_trip(rt, am);
     test_proc_mesh_ref(rt, pm, am);
     test_proc_exit_mid_call(rt, am);

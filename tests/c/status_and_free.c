@@ -16,6 +16,7 @@ void test_free_null(monarch_runtime *rt) {
     CHECK_OK(monarch_host_mesh_free(NULL));
     CHECK_OK(monarch_rdma_buffer_free(NULL));
     CHECK_OK(monarch_slurm_job_free(NULL));
+    CHECK_OK(monarch_progress_free(NULL));
     CHECK_OK(monarch_buffer_free(NULL, 0));
     CHECK_OK(monarch_buffer_free(NULL, 16));
     /* Freeing NULL did not free this process's runtime. */

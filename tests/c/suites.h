@@ -40,6 +40,9 @@ void test_future_wait_poll_and_fd(monarch_runtime *rt, monarch_actor_mesh *am);
 /* this_proc.c */
 void test_this_proc(monarch_runtime *rt);
 
+/* progress.c */
+void test_progress(void);
+
 /* limits.c */
 void test_input_limits(monarch_runtime *rt, monarch_proc_mesh *pm,
                        monarch_actor_mesh *am);

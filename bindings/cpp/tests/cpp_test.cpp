@@ -41,6 +41,7 @@ const std::map<std::string, std::function<void()>> tests = {
     {"undeliverable_reply", test_undeliverable_reply},
     {"actor_workers", test_actor_workers},
     {"introspect", test_introspect},
+    {"progress", test_progress},
 };
 
 }  // namespace

@@ -35,6 +35,8 @@ void test_undeliverable_reply();
 void test_actor_workers();
 // test_introspect.cpp
 void test_introspect();
+// test_progress.cpp
+void test_progress();
 
 }  // namespace cpp_test
 

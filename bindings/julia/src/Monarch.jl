@@ -21,7 +21,8 @@ export Runtime, shutdown, this_host, this_proc, spawn_procs, attach_hosts, slurm
     Point, slice, flatten, rename, sizes, labels, open_port, PortRef, PortReceiver, send, send_parts, send_error, recv,
     MonarchError, ActorError, SupervisionError, SupervisionEvent, next_supervision_event, @endpoint,
     serve_if_worker, current_rank, ActorFailure, to_ref, proc_mesh_from_ref, RDMABuffer, RDMADescriptor, descriptor, read_into!, write_from!, TimeoutError,
-    introspect, stop_mesh, JobSnapshot
+    introspect, stop_mesh, JobSnapshot,
+    ProgressEvent, Progress, watch_progress, next_progress_event, set_progress!, finish!
 
 include("library.jl")
 include("errors.jl")
@@ -38,6 +39,7 @@ include("hosted.jl")
 include("worker.jl")
 include("rdma.jl")
 include("introspect.jl")
+include("progress.jl")
 
 function __init__()
     load_library!()

@@ -347,6 +347,43 @@ end
         wait(stop(c); timeout = 60)
     end
 
+    @testset "progress" begin
+        # The events of real procs starting, then of an operation of ours.
+        function events_of(kind, total)
+            mine, op = ProgressEvent[], nothing
+            deadline = time() + 60
+            while time() < deadline
+                ev = next_progress_event(timeout = 1)
+                (ev === nothing || ev.kind != kind) && continue
+                if op === nothing
+                    (ev.done != 0 || ev.finished || ev.total != total) && continue
+                    op = ev.id
+                end
+                ev.id == op || continue
+                push!(mine, ev)
+                ev.finished && return mine
+            end
+            error("no finished $kind operation within 60 s")
+        end
+        watch_progress(true)
+        two = spawn_procs(this_host(); per_host = (gpus = 2,))
+        evs = events_of(:procs_ready, 2)
+        @test evs[1].done == 0 && !evs[1].finished
+        @test evs[end].finished && evs[end].done == 2 && evs[end].failed == 0
+        @test startswith(evs[end].text, "procs ready 2/2 (")
+        stop(two)
+        p = Progress(:tensor_fetch, "fetch weights", 10)
+        set_progress!(p, 4)
+        finish!(p)
+        finish!(p)
+        own = events_of(:tensor_fetch, 10)
+        @test [(e.done, e.finished) for e in own] == [(0, false), (4, false), (4, true)]
+        @test own[end].label == "fetch weights"
+        @test_throws ArgumentError set_progress!(p, 5)
+        @test_throws ArgumentError Progress(:nonsense, "x")
+        watch_progress(false)
+    end
+
     @testset "supervision" begin
         # An actor that throws under broadcast fails; its owner (this
         # program's top level) gets the event; later calls fail.

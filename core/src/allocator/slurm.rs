@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::host::HostMesh;
+use crate::progress::{self, ProgressKind};
 use crate::runtime::Runtime;
 
 /// The line an agent prints once it listens.
@@ -313,8 +314,15 @@ impl SlurmAgents {
         }
         let deadline = Instant::now() + timeout;
         let shared = self.shared.clone();
+        let progress = progress::start(
+            ProgressKind::SlurmAllocation,
+            "SLURM allocation",
+            nodes as u64,
+        );
         let mut seen = shared.seen.lock();
         let failed = loop {
+            progress.set_state(&queue_state(&seen));
+            progress.set_done(seen.ready.len() as u64);
             if let Some(line) = &seen.malformed {
                 break Failed::Malformed(line.clone());
             }
@@ -335,8 +343,11 @@ impl SlurmAgents {
             if now >= deadline {
                 break Failed::TimedOut;
             }
-            shared.changed.wait_for(&mut seen, deadline - now);
+            // Woken by srun's output, and each second for the time waited.
+            let tick = (deadline - now).min(Duration::from_secs(1));
+            shared.changed.wait_for(&mut seen, tick);
         };
+        progress.finish();
         let (ready, pending) = (seen.ready.len(), seen.pending);
         drop(seen);
         // Stop srun first, then read what it and the agents said last: the
@@ -758,6 +769,22 @@ fn on_srun_line(seen: &mut Seen, line: &str) -> bool {
         }
     }
     true
+}
+
+/// What a job is doing, in words, for its progress line: its id and queue
+/// state as srun reports them.
+fn queue_state(seen: &Seen) -> String {
+    let job = seen
+        .job_id
+        .as_deref()
+        .map(|j| format!("job {j} "))
+        .unwrap_or_default();
+    match (seen.pending, seen.job_id.is_some()) {
+        (true, _) => format!("{job}PENDING (waiting for resources)"),
+        (false, true) if !seen.nodes.is_empty() => format!("{job}RUNNING, host agents starting"),
+        (false, true) => format!("{job}allocated"),
+        (false, false) => "submitted".to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -358,6 +358,108 @@ impl<'a> ::flatbuffers::Verifiable for EntityState {
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for EntityState {}
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MIN_PROGRESS_KIND: u32 = 0;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MAX_PROGRESS_KIND: u32 = 4;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+#[allow(non_camel_case_types)]
+pub const ENUM_VALUES_PROGRESS_KIND: [ProgressKind; 5] = [
+  ProgressKind::Unknown,
+  ProgressKind::ProcsReady,
+  ProgressKind::SlurmAllocation,
+  ProgressKind::RdmaTransfer,
+  ProgressKind::TensorFetch,
+];
+
+/// What a progress event is about (core/src/progress.rs).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct ProgressKind(pub u32);
+#[allow(non_upper_case_globals)]
+impl ProgressKind {
+  pub const Unknown: Self = Self(0);
+  /// Procs of a mesh saying Ready: done/total procs, failed = exited first.
+  pub const ProcsReady: Self = Self(1);
+  /// A SLURM allocation: state is the job's queue state, done/total the
+  /// host agents started.
+  pub const SlurmAllocation: Self = Self(2);
+  /// An RDMA transfer: done/total bytes.
+  pub const RdmaTransfer: Self = Self(3);
+  /// A tensor fetch: done/total bytes.
+  pub const TensorFetch: Self = Self(4);
+
+  pub const ENUM_MIN: u32 = 0;
+  pub const ENUM_MAX: u32 = 4;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::Unknown,
+    Self::ProcsReady,
+    Self::SlurmAllocation,
+    Self::RdmaTransfer,
+    Self::TensorFetch,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::Unknown => Some("Unknown"),
+      Self::ProcsReady => Some("ProcsReady"),
+      Self::SlurmAllocation => Some("SlurmAllocation"),
+      Self::RdmaTransfer => Some("RdmaTransfer"),
+      Self::TensorFetch => Some("TensorFetch"),
+      _ => None,
+    }
+  }
+}
+impl ::core::fmt::Debug for ProgressKind {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
+    }
+  }
+}
+impl<'a> ::flatbuffers::Follow<'a> for ProgressKind {
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = unsafe { ::flatbuffers::read_scalar_at::<u32>(buf, loc) };
+    Self(b)
+  }
+}
+
+impl ::flatbuffers::Push for ProgressKind {
+    type Output = ProgressKind;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        unsafe { ::flatbuffers::emplace_scalar::<u32>(dst, self.0) };
+    }
+}
+
+impl ::flatbuffers::EndianScalar for ProgressKind {
+  type Scalar = u32;
+  #[inline]
+  fn to_little_endian(self) -> u32 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u32) -> Self {
+    let b = u32::from_le(v);
+    Self(b)
+  }
+}
+
+impl<'a> ::flatbuffers::Verifiable for ProgressKind {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    u32::run_verifier(v, pos)
+  }
+}
+
+impl ::flatbuffers::SimpleToVerifyInSlice for ProgressKind {}
 pub enum ShapeOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -2176,6 +2278,263 @@ impl ::core::fmt::Debug for Introspection<'_> {
       ds.field("controller", &self.controller());
       ds.field("procs", &self.procs());
       ds.field("meshes", &self.meshes());
+      ds.finish()
+  }
+}
+pub enum ProgressEventOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// Progress of a long operation of this process, across the C ABI
+/// (`monarch_progress_next`); never on the wire.
+pub struct ProgressEvent<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for ProgressEvent<'a> {
+  type Inner = ProgressEvent<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> ProgressEvent<'a> {
+  pub const VT_ID: ::flatbuffers::VOffsetT = 4;
+  pub const VT_KIND: ::flatbuffers::VOffsetT = 6;
+  pub const VT_LABEL: ::flatbuffers::VOffsetT = 8;
+  pub const VT_DONE: ::flatbuffers::VOffsetT = 10;
+  pub const VT_TOTAL: ::flatbuffers::VOffsetT = 12;
+  pub const VT_FAILED: ::flatbuffers::VOffsetT = 14;
+  pub const VT_STATE: ::flatbuffers::VOffsetT = 16;
+  pub const VT_ELAPSED_US: ::flatbuffers::VOffsetT = 18;
+  pub const VT_FINISHED: ::flatbuffers::VOffsetT = 20;
+  pub const VT_TEXT: ::flatbuffers::VOffsetT = 22;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ProgressEvent { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ProgressEventArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ProgressEvent<'bldr>> {
+    let mut builder = ProgressEventBuilder::new(_fbb);
+    builder.add_elapsed_us(args.elapsed_us);
+    builder.add_failed(args.failed);
+    builder.add_total(args.total);
+    builder.add_done(args.done);
+    builder.add_id(args.id);
+    if let Some(x) = args.text { builder.add_text(x); }
+    if let Some(x) = args.state { builder.add_state(x); }
+    if let Some(x) = args.label { builder.add_label(x); }
+    builder.add_kind(args.kind);
+    builder.add_finished(args.finished);
+    builder.finish()
+  }
+
+
+  /// The operation (unique in the process); its last event is `finished`.
+  #[inline]
+  pub fn id(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ProgressEvent::VT_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn kind(&self) -> ProgressKind {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<ProgressKind>(ProgressEvent::VT_KIND, Some(ProgressKind::Unknown)).unwrap()}
+  }
+  /// What it is about, e.g. "procs ready", "RDMA read".
+  #[inline]
+  pub fn label(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProgressEvent::VT_LABEL, None)}
+  }
+  #[inline]
+  pub fn done(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ProgressEvent::VT_DONE, Some(0)).unwrap()}
+  }
+  /// 0 when unknown.
+  #[inline]
+  pub fn total(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ProgressEvent::VT_TOTAL, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn failed(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ProgressEvent::VT_FAILED, Some(0)).unwrap()}
+  }
+  /// A state in words (a SLURM job's queue state), or "".
+  #[inline]
+  pub fn state(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProgressEvent::VT_STATE, None)}
+  }
+  /// Microseconds since the operation started.
+  #[inline]
+  pub fn elapsed_us(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(ProgressEvent::VT_ELAPSED_US, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn finished(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(ProgressEvent::VT_FINISHED, Some(false)).unwrap()}
+  }
+  /// The event as the terminal shows it, e.g. "procs ready 37/128 (2.1s)".
+  #[inline]
+  pub fn text(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ProgressEvent::VT_TEXT, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for ProgressEvent<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u64>("id", Self::VT_ID, false)?
+     .visit_field::<ProgressKind>("kind", Self::VT_KIND, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("label", Self::VT_LABEL, false)?
+     .visit_field::<u64>("done", Self::VT_DONE, false)?
+     .visit_field::<u64>("total", Self::VT_TOTAL, false)?
+     .visit_field::<u64>("failed", Self::VT_FAILED, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("state", Self::VT_STATE, false)?
+     .visit_field::<u64>("elapsed_us", Self::VT_ELAPSED_US, false)?
+     .visit_field::<bool>("finished", Self::VT_FINISHED, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("text", Self::VT_TEXT, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ProgressEventArgs<'a> {
+    pub id: u64,
+    pub kind: ProgressKind,
+    pub label: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub done: u64,
+    pub total: u64,
+    pub failed: u64,
+    pub state: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub elapsed_us: u64,
+    pub finished: bool,
+    pub text: Option<::flatbuffers::WIPOffset<&'a str>>,
+}
+impl<'a> Default for ProgressEventArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ProgressEventArgs {
+      id: 0,
+      kind: ProgressKind::Unknown,
+      label: None,
+      done: 0,
+      total: 0,
+      failed: 0,
+      state: None,
+      elapsed_us: 0,
+      finished: false,
+      text: None,
+    }
+  }
+}
+
+pub struct ProgressEventBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ProgressEventBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_id(&mut self, id: u64) {
+    self.fbb_.push_slot::<u64>(ProgressEvent::VT_ID, id, 0);
+  }
+  #[inline]
+  pub fn add_kind(&mut self, kind: ProgressKind) {
+    self.fbb_.push_slot::<ProgressKind>(ProgressEvent::VT_KIND, kind, ProgressKind::Unknown);
+  }
+  #[inline]
+  pub fn add_label(&mut self, label: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProgressEvent::VT_LABEL, label);
+  }
+  #[inline]
+  pub fn add_done(&mut self, done: u64) {
+    self.fbb_.push_slot::<u64>(ProgressEvent::VT_DONE, done, 0);
+  }
+  #[inline]
+  pub fn add_total(&mut self, total: u64) {
+    self.fbb_.push_slot::<u64>(ProgressEvent::VT_TOTAL, total, 0);
+  }
+  #[inline]
+  pub fn add_failed(&mut self, failed: u64) {
+    self.fbb_.push_slot::<u64>(ProgressEvent::VT_FAILED, failed, 0);
+  }
+  #[inline]
+  pub fn add_state(&mut self, state: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProgressEvent::VT_STATE, state);
+  }
+  #[inline]
+  pub fn add_elapsed_us(&mut self, elapsed_us: u64) {
+    self.fbb_.push_slot::<u64>(ProgressEvent::VT_ELAPSED_US, elapsed_us, 0);
+  }
+  #[inline]
+  pub fn add_finished(&mut self, finished: bool) {
+    self.fbb_.push_slot::<bool>(ProgressEvent::VT_FINISHED, finished, false);
+  }
+  #[inline]
+  pub fn add_text(&mut self, text: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ProgressEvent::VT_TEXT, text);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ProgressEventBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ProgressEventBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ProgressEvent<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for ProgressEvent<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ProgressEvent");
+      ds.field("id", &self.id());
+      ds.field("kind", &self.kind());
+      ds.field("label", &self.label());
+      ds.field("done", &self.done());
+      ds.field("total", &self.total());
+      ds.field("failed", &self.failed());
+      ds.field("state", &self.state());
+      ds.field("elapsed_us", &self.elapsed_us());
+      ds.field("finished", &self.finished());
+      ds.field("text", &self.text());
       ds.finish()
   }
 }

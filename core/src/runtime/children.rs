@@ -13,11 +13,44 @@ use crate::process::Child;
 /// Completes when a started proc says Ready (or fails when it exits first).
 pub(super) type ReadyGate = Completion<Result<()>>;
 
+/// What watches a proc start: its `spawn` span (from the start to Ready)
+/// and the progress of its mesh's procs saying Ready.
+pub(crate) struct StartWatch {
+    span: tracing::Span,
+    progress: Arc<crate::progress::Operation>,
+}
+
+impl StartWatch {
+    /// Watch the start of rank `rank` at `addr`, one of the procs `progress`
+    /// counts.
+    pub(crate) fn new(
+        rank: usize,
+        addr: &str,
+        progress: &Arc<crate::progress::Operation>,
+    ) -> StartWatch {
+        StartWatch {
+            span: tracing::info_span!("spawn", rank, proc = %addr, ready = tracing::field::Empty),
+            progress: progress.clone(),
+        }
+    }
+
+    fn settle(self, ready: bool) {
+        self.span.record("ready", ready);
+        if ready {
+            self.progress.advance(1);
+        } else {
+            self.progress.fail(1);
+        }
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Children {
     procs: Mutex<HashMap<String, Arc<Child>>>,
     /// Started procs, local or remote, that have not said Ready yet.
     starting: Mutex<HashMap<String, ReadyGate>>,
+    /// The watches of those procs.
+    watches: Mutex<HashMap<String, StartWatch>>,
 }
 
 impl Children {
@@ -53,12 +86,16 @@ impl Children {
     }
 
     /// The proc at `addr` was started: sends to it wait for `ready`.
-    pub(super) fn expect_ready(&self, addr: &str, ready: ReadyGate) {
+    pub(super) fn expect_ready(&self, addr: &str, ready: ReadyGate, watch: StartWatch) {
         self.starting.lock().insert(addr.to_string(), ready);
+        self.watches.lock().insert(addr.to_string(), watch);
     }
 
-    /// The proc at `addr` said Ready or ended: stop waiting for it.
-    pub(super) fn take_ready(&self, addr: &str) -> Option<ReadyGate> {
+    /// The proc at `addr` said Ready (`ready`) or ended: stop waiting for it.
+    pub(super) fn take_ready(&self, addr: &str, ready: bool) -> Option<ReadyGate> {
+        if let Some(w) = self.watches.lock().remove(addr) {
+            w.settle(ready);
+        }
         self.starting.lock().remove(addr)
     }
 

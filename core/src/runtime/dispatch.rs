@@ -39,9 +39,22 @@ impl Inner {
             envelope: mut env,
             parts,
         } = frame;
+        let _deliver = match env.kind {
+            Kind::Heartbeat | Kind::HeartbeatAck => tracing::Span::none(),
+            kind => tracing::info_span!(
+                "deliver",
+                kind = ?kind,
+                from = %peer,
+                actor = %env.actor,
+                method = %env.method,
+                rank = env.message_rank,
+                msg = env.reply_port,
+            ),
+        }
+        .entered();
         match env.kind {
             Kind::Ready => {
-                let r = self.children.take_ready(peer);
+                let r = self.children.take_ready(peer, true);
                 match r {
                     Some(r) => {
                         self.heartbeat.seen(peer);
@@ -147,6 +160,7 @@ impl Inner {
                     rt: Arc::downgrade(self),
                     counters: None,
                     taken: None,
+                    span: tracing::Span::none(),
                 };
                 match self.actors.admit(&ev, &self.id.addr) {
                     Ok(counters) => ev.counters = counters,
@@ -192,6 +206,9 @@ impl Inner {
                     .refused(peer, "StopProc", "only this proc's controller may stop it");
             }
             Kind::StopProc => {
+                // What the trace holds so far is kept even if the proc is
+                // killed before it shuts down.
+                crate::trace::flush();
                 // Procs this one started stop first.
                 self.stop_owned_then(None, Event::stop_proc());
             }
@@ -255,6 +272,15 @@ impl Inner {
             }
             return Ok(());
         };
+        let reply_span = tracing::info_span!(
+            parent: &ev.span,
+            "reply",
+            actor = %ev.actor,
+            rank = ev.message_rank,
+            msg = to.port,
+            error = result.is_err(),
+        )
+        .entered();
         let (env, parts) = reply_envelope(to.port, to.slot, result);
         // While more work is queued, this proc will be back for it at once,
         // and replies can go out together when the queue runs dry.
@@ -263,7 +289,11 @@ impl Inner {
         } else {
             Defer::Never
         });
-        self.send(&to.peer, &env, parts, defer)
+        let sent = self.send(&to.peer, &env, parts, defer);
+        drop(reply_span);
+        // Answered: the handling of this event is over.
+        ev.span = tracing::Span::none();
+        sent
     }
 
     /// Fill a slot of one of our ports: a gather, else (after a
@@ -291,6 +321,16 @@ impl Inner {
         parts: &[&[u8]],
         defer: Defer,
     ) -> Result<()> {
+        let _send = tracing::info_span!(
+            "send",
+            kind = ?env.kind,
+            to = %addr,
+            actor = %env.actor,
+            method = %env.method,
+            rank = env.message_rank,
+            msg = env.reply_port,
+        )
+        .entered();
         if addr == self.id.addr {
             let mut env = env.clone();
             if env.sender.is_empty() {

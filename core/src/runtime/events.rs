@@ -65,6 +65,8 @@ pub struct Event {
     pub(super) counters: Option<Arc<ActorCounters>>,
     /// When the binding took it from the queue (handler time starts).
     pub(super) taken: Option<Instant>,
+    /// The `handle` span: from the binding taking the event to its answer.
+    pub(super) span: tracing::Span,
 }
 
 impl Event {
@@ -93,6 +95,7 @@ impl Event {
             reply,
             answered,
             rt,
+            span: tracing::Span::none(),
             counters: None,
             taken: None,
         }
@@ -135,6 +138,12 @@ impl Event {
         }
         rt.fail_event(self, cause_text, payload);
         Ok(())
+    }
+
+    /// The id of the call this event answers (its reply port; 0 when
+    /// nobody waits): the `msg` field of its spans.
+    pub(super) fn message_id(&self) -> u64 {
+        self.reply.as_ref().map_or(0, |r| r.port)
     }
 
     /// The proc that sent this message, when it waits for an answer.

@@ -49,7 +49,7 @@ impl Inner {
             ErrorKind::ProcFailed,
             format!("proc {} {exit} before it was ready{why}", child.addr),
         )));
-        self.children.take_ready(&child.addr);
+        self.children.take_ready(&child.addr, false);
         // Recorded first, so a call made once this one failed fails at once.
         self.child_failed(child, exit, &why);
         self.fail_peer_slots(&child.addr, &format!("proc {} {exit}{why}", child.addr));
@@ -177,7 +177,7 @@ impl Inner {
         // Recorded first, so a call made once this one failed fails at once.
         self.proc_failed(addr, cause, code, how);
         p.exit.complete(why.clone());
-        if let Some(r) = self.children.take_ready(addr) {
+        if let Some(r) = self.children.take_ready(addr, false) {
             r.complete(Err(Error::new(ErrorKind::ProcFailed, why.clone())));
         }
         self.fail_peer_slots(addr, &why);
@@ -290,6 +290,7 @@ impl Inner {
                 rt: self.me.clone(),
                 counters: None,
                 taken: None,
+                span: tracing::Span::none(),
             });
             return;
         }

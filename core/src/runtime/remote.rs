@@ -204,10 +204,11 @@ impl Runtime {
 
     /// Expect a proc at `addr` started by the agent `agent`: sends to it
     /// wait until it reports Ready (or its agent reports its exit).
-    pub(crate) fn expect_remote(&self, addr: &str, agent: &str) {
+    /// `watch` follows its start.
+    pub(crate) fn expect_remote(&self, addr: &str, agent: &str, watch: super::StartWatch) {
         let ready: Completion<Result<()>> =
             Completion::with_pump(None, Some(self.inner.pump.clone()));
-        self.inner.children.expect_ready(addr, ready);
+        self.inner.children.expect_ready(addr, ready, watch);
         self.inner.remote.insert(addr, agent);
         self.inner.start_heartbeat();
     }

@@ -58,6 +58,7 @@
 #include <monarch/mesh.hpp>
 #include <monarch/port.hpp>
 #include <monarch/process.hpp>
+#include <monarch/progress.hpp>
 #include <monarch/rdma.hpp>
 #include <monarch/runtime.hpp>
 #include <monarch/server.hpp>

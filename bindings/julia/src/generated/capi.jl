@@ -41,6 +41,7 @@ mutable struct monarch_event end
 mutable struct monarch_host_mesh end
 mutable struct monarch_rdma_buffer end
 mutable struct monarch_slurm_job end
+mutable struct monarch_progress end
 struct monarch_bytes
     ptr::Ptr{UInt8}
     len::Csize_t
@@ -160,6 +161,11 @@ const FUNCTION_NAMES = (
     :monarch_slurm_job_free,
     :monarch_runtime_introspect,
     :monarch_runtime_stop_mesh,
+    :monarch_progress_watch,
+    :monarch_progress_next,
+    :monarch_progress_begin,
+    :monarch_progress_set,
+    :monarch_progress_free,
 )
 
 const _fp_monarch_abi_version = Ref{Ptr{Cvoid}}(C_NULL)
@@ -255,6 +261,11 @@ const _fp_monarch_slurm_job_stop = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_free = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_runtime_introspect = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_runtime_stop_mesh = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_watch = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_next = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_begin = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_set = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_progress_free = Ref{Ptr{Cvoid}}(C_NULL)
 
 """Resolve every function of the header in the library `lib` (a Libdl handle);
 throws when one is missing."""
@@ -352,6 +363,11 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_slurm_job_free[] = Libdl.dlsym(lib, :monarch_slurm_job_free)
     _fp_monarch_runtime_introspect[] = Libdl.dlsym(lib, :monarch_runtime_introspect)
     _fp_monarch_runtime_stop_mesh[] = Libdl.dlsym(lib, :monarch_runtime_stop_mesh)
+    _fp_monarch_progress_watch[] = Libdl.dlsym(lib, :monarch_progress_watch)
+    _fp_monarch_progress_next[] = Libdl.dlsym(lib, :monarch_progress_next)
+    _fp_monarch_progress_begin[] = Libdl.dlsym(lib, :monarch_progress_begin)
+    _fp_monarch_progress_set[] = Libdl.dlsym(lib, :monarch_progress_set)
+    _fp_monarch_progress_free[] = Libdl.dlsym(lib, :monarch_progress_free)
     return nothing
 end
 
@@ -448,3 +464,8 @@ monarch_slurm_job_stop(job) = ccall(_fp_monarch_slurm_job_stop[], Int32, (Ptr{mo
 monarch_slurm_job_free(job) = ccall(_fp_monarch_slurm_job_free[], Int32, (Ptr{monarch_slurm_job}, ), job)
 monarch_runtime_introspect(rt, timeout_ms, out, out_len) = ccall(_fp_monarch_runtime_introspect[], Int32, (Ptr{monarch_runtime}, Int64, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), rt, timeout_ms, out, out_len)
 monarch_runtime_stop_mesh(rt, name) = ccall(_fp_monarch_runtime_stop_mesh[], Int32, (Ptr{monarch_runtime}, Ptr{UInt8}), rt, name)
+monarch_progress_watch(enable) = ccall(_fp_monarch_progress_watch[], Int32, (Bool, ), enable)
+monarch_progress_next(timeout_ms, out, out_len) = ccall(_fp_monarch_progress_next[], Int32, (Int64, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), timeout_ms, out, out_len)
+monarch_progress_begin(kind, label, total, out) = ccall(_fp_monarch_progress_begin[], Int32, (UInt32, Ptr{UInt8}, UInt64, Ptr{Ptr{monarch_progress}}), kind, label, total, out)
+monarch_progress_set(op, done, total) = ccall(_fp_monarch_progress_set[], Int32, (Ptr{monarch_progress}, UInt64, UInt64), op, done, total)
+monarch_progress_free(op) = ccall(_fp_monarch_progress_free[], Int32, (Ptr{monarch_progress}, ), op)

@@ -69,3 +69,15 @@ fn command_line() {
     o.agent_argv.clear();
     assert!(o.command().is_err());
 }
+
+#[test]
+fn the_queue_state_follows_srun() {
+    let mut s = Seen::default();
+    assert_eq!(queue_state(&s), "submitted");
+    on_srun_line(&mut s, "srun: job 12 queued and waiting for resources");
+    assert_eq!(queue_state(&s), "job 12 PENDING (waiting for resources)");
+    on_srun_line(&mut s, "srun: job 12 has been allocated resources");
+    assert_eq!(queue_state(&s), "job 12 allocated");
+    on_srun_line(&mut s, "srun: launching StepId=12.0 on host n1, 1 tasks: 0");
+    assert_eq!(queue_state(&s), "job 12 RUNNING, host agents starting");
+}

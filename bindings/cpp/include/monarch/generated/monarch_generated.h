@@ -40,6 +40,9 @@ struct MeshInfoBuilder;
 struct Introspection;
 struct IntrospectionBuilder;
 
+struct ProgressEvent;
+struct ProgressEventBuilder;
+
 /// What a frame carries. One envelope table serves every kind; each kind
 /// uses the subset of fields listed next to it.
 enum Kind : uint8_t {
@@ -208,6 +211,51 @@ inline const char *EnumNameEntityState(EntityState e) {
   if (::flatbuffers::IsOutRange(e, EntityState_Starting, EntityState_Stopped)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesEntityState()[index];
+}
+
+/// What a progress event is about (core/src/progress.rs).
+enum ProgressKind : uint32_t {
+  ProgressKind_Unknown = 0,
+  /// Procs of a mesh saying Ready: done/total procs, failed = exited first.
+  ProgressKind_ProcsReady = 1,
+  /// A SLURM allocation: state is the job's queue state, done/total the
+  /// host agents started.
+  ProgressKind_SlurmAllocation = 2,
+  /// An RDMA transfer: done/total bytes.
+  ProgressKind_RdmaTransfer = 3,
+  /// A tensor fetch: done/total bytes.
+  ProgressKind_TensorFetch = 4,
+  ProgressKind_MIN = ProgressKind_Unknown,
+  ProgressKind_MAX = ProgressKind_TensorFetch
+};
+
+inline const ProgressKind (&EnumValuesProgressKind())[5] {
+  static const ProgressKind values[] = {
+    ProgressKind_Unknown,
+    ProgressKind_ProcsReady,
+    ProgressKind_SlurmAllocation,
+    ProgressKind_RdmaTransfer,
+    ProgressKind_TensorFetch
+  };
+  return values;
+}
+
+inline const char * const *EnumNamesProgressKind() {
+  static const char * const names[6] = {
+    "Unknown",
+    "ProcsReady",
+    "SlurmAllocation",
+    "RdmaTransfer",
+    "TensorFetch",
+    nullptr
+  };
+  return names;
+}
+
+inline const char *EnumNameProgressKind(ProgressKind e) {
+  if (::flatbuffers::IsOutRange(e, ProgressKind_Unknown, ProgressKind_TensorFetch)) return "";
+  const size_t index = static_cast<size_t>(e);
+  return EnumNamesProgressKind()[index];
 }
 
 /// A named view onto a set of base ranks: dimension `i` is called
@@ -1464,6 +1512,178 @@ inline ::flatbuffers::Offset<Introspection> CreateIntrospectionDirect(
       controller__,
       procs__,
       meshes__);
+}
+
+/// Progress of a long operation of this process, across the C ABI
+/// (`monarch_progress_next`); never on the wire.
+struct ProgressEvent FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef ProgressEventBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_ID = 4,
+    VT_KIND = 6,
+    VT_LABEL = 8,
+    VT_DONE = 10,
+    VT_TOTAL = 12,
+    VT_FAILED = 14,
+    VT_STATE = 16,
+    VT_ELAPSED_US = 18,
+    VT_FINISHED = 20,
+    VT_TEXT = 22
+  };
+  /// The operation (unique in the process); its last event is `finished`.
+  uint64_t id() const {
+    return GetField<uint64_t>(VT_ID, 0);
+  }
+  monarch::schema::ProgressKind kind() const {
+    return static_cast<monarch::schema::ProgressKind>(GetField<uint32_t>(VT_KIND, 0));
+  }
+  /// What it is about, e.g. "procs ready", "RDMA read".
+  const ::flatbuffers::String *label() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_LABEL);
+  }
+  uint64_t done() const {
+    return GetField<uint64_t>(VT_DONE, 0);
+  }
+  /// 0 when unknown.
+  uint64_t total() const {
+    return GetField<uint64_t>(VT_TOTAL, 0);
+  }
+  uint64_t failed() const {
+    return GetField<uint64_t>(VT_FAILED, 0);
+  }
+  /// A state in words (a SLURM job's queue state), or "".
+  const ::flatbuffers::String *state() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_STATE);
+  }
+  /// Microseconds since the operation started.
+  uint64_t elapsed_us() const {
+    return GetField<uint64_t>(VT_ELAPSED_US, 0);
+  }
+  bool finished() const {
+    return GetField<uint8_t>(VT_FINISHED, 0) != 0;
+  }
+  /// The event as the terminal shows it, e.g. "procs ready 37/128 (2.1s)".
+  const ::flatbuffers::String *text() const {
+    return GetPointer<const ::flatbuffers::String *>(VT_TEXT);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyField<uint64_t>(verifier, VT_ID, 8) &&
+           VerifyField<uint32_t>(verifier, VT_KIND, 4) &&
+           VerifyOffset(verifier, VT_LABEL) &&
+           verifier.VerifyString(label()) &&
+           VerifyField<uint64_t>(verifier, VT_DONE, 8) &&
+           VerifyField<uint64_t>(verifier, VT_TOTAL, 8) &&
+           VerifyField<uint64_t>(verifier, VT_FAILED, 8) &&
+           VerifyOffset(verifier, VT_STATE) &&
+           verifier.VerifyString(state()) &&
+           VerifyField<uint64_t>(verifier, VT_ELAPSED_US, 8) &&
+           VerifyField<uint8_t>(verifier, VT_FINISHED, 1) &&
+           VerifyOffset(verifier, VT_TEXT) &&
+           verifier.VerifyString(text()) &&
+           verifier.EndTable();
+  }
+};
+
+struct ProgressEventBuilder {
+  typedef ProgressEvent Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_id(uint64_t id) {
+    fbb_.AddElement<uint64_t>(ProgressEvent::VT_ID, id, 0);
+  }
+  void add_kind(monarch::schema::ProgressKind kind) {
+    fbb_.AddElement<uint32_t>(ProgressEvent::VT_KIND, static_cast<uint32_t>(kind), 0);
+  }
+  void add_label(::flatbuffers::Offset<::flatbuffers::String> label) {
+    fbb_.AddOffset(ProgressEvent::VT_LABEL, label);
+  }
+  void add_done(uint64_t done) {
+    fbb_.AddElement<uint64_t>(ProgressEvent::VT_DONE, done, 0);
+  }
+  void add_total(uint64_t total) {
+    fbb_.AddElement<uint64_t>(ProgressEvent::VT_TOTAL, total, 0);
+  }
+  void add_failed(uint64_t failed) {
+    fbb_.AddElement<uint64_t>(ProgressEvent::VT_FAILED, failed, 0);
+  }
+  void add_state(::flatbuffers::Offset<::flatbuffers::String> state) {
+    fbb_.AddOffset(ProgressEvent::VT_STATE, state);
+  }
+  void add_elapsed_us(uint64_t elapsed_us) {
+    fbb_.AddElement<uint64_t>(ProgressEvent::VT_ELAPSED_US, elapsed_us, 0);
+  }
+  void add_finished(bool finished) {
+    fbb_.AddElement<uint8_t>(ProgressEvent::VT_FINISHED, static_cast<uint8_t>(finished), 0);
+  }
+  void add_text(::flatbuffers::Offset<::flatbuffers::String> text) {
+    fbb_.AddOffset(ProgressEvent::VT_TEXT, text);
+  }
+  explicit ProgressEventBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<ProgressEvent> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<ProgressEvent>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<ProgressEvent> CreateProgressEvent(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    uint64_t id = 0,
+    monarch::schema::ProgressKind kind = monarch::schema::ProgressKind_Unknown,
+    ::flatbuffers::Offset<::flatbuffers::String> label = 0,
+    uint64_t done = 0,
+    uint64_t total = 0,
+    uint64_t failed = 0,
+    ::flatbuffers::Offset<::flatbuffers::String> state = 0,
+    uint64_t elapsed_us = 0,
+    bool finished = false,
+    ::flatbuffers::Offset<::flatbuffers::String> text = 0) {
+  ProgressEventBuilder builder_(_fbb);
+  builder_.add_elapsed_us(elapsed_us);
+  builder_.add_failed(failed);
+  builder_.add_total(total);
+  builder_.add_done(done);
+  builder_.add_id(id);
+  builder_.add_text(text);
+  builder_.add_state(state);
+  builder_.add_label(label);
+  builder_.add_kind(kind);
+  builder_.add_finished(finished);
+  return builder_.Finish();
+}
+
+inline ::flatbuffers::Offset<ProgressEvent> CreateProgressEventDirect(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    uint64_t id = 0,
+    monarch::schema::ProgressKind kind = monarch::schema::ProgressKind_Unknown,
+    const char *label = nullptr,
+    uint64_t done = 0,
+    uint64_t total = 0,
+    uint64_t failed = 0,
+    const char *state = nullptr,
+    uint64_t elapsed_us = 0,
+    bool finished = false,
+    const char *text = nullptr) {
+  auto label__ = label ? _fbb.CreateString(label) : 0;
+  auto state__ = state ? _fbb.CreateString(state) : 0;
+  auto text__ = text ? _fbb.CreateString(text) : 0;
+  return monarch::schema::CreateProgressEvent(
+      _fbb,
+      id,
+      kind,
+      label__,
+      done,
+      total,
+      failed,
+      state__,
+      elapsed_us,
+      finished,
+      text__);
 }
 
 inline const monarch::schema::Envelope *GetEnvelope(const void *buf) {
