@@ -53,6 +53,8 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 mod connect_tests;
 #[cfg(test)]
 mod empty_key_tests;
+#[cfg(test)]
+mod notify_fd_tests;
 mod setup_errors;
 #[cfg(test)]
 mod spin_hint_tests;
