@@ -159,7 +159,12 @@ monarch_status monarch_runtime_is_worker(const struct monarch_runtime *rt, bool 
 // Write a file descriptor that becomes readable whenever a future of this
 // runtime completes or an event arrives, for use with poll/epoll/asyncio.
 // After it wakes you, call `monarch_runtime_clear_fd`, then poll your
-// futures and events. Owned by the runtime; do not close it.
+// futures and events. Owned by the runtime; do not close it. Asking for it
+// also has the runtime's I/O thread read the sockets for its watcher,
+// until a thread next waits inside the runtime (`monarch_future_wait`,
+// `monarch_runtime_next_event`, ...), which reads them itself: ask again
+// before going back to sleep on the descriptor after such a wait, or a
+// completion may be seen up to 10 ms late.
 monarch_status monarch_runtime_fd(const struct monarch_runtime *rt, int *out_fd);
 
 // Make the runtime's file descriptor not readable until the next completion.

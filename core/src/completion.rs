@@ -151,6 +151,7 @@ pub(crate) fn spin_until(
 pub struct Notifier {
     fd: EventFd,
     armed: AtomicBool,
+    watched: AtomicBool,
 }
 
 impl Notifier {
@@ -159,19 +160,36 @@ impl Notifier {
         Ok(Notifier {
             fd: EventFd::new()?,
             armed: AtomicBool::new(false),
+            watched: AtomicBool::new(false),
         })
     }
 
     /// The descriptor; asking for it arms notifications (before that no
-    /// write syscall is spent per completion).
+    /// write syscall is spent per completion) and marks it watched.
     pub fn fd(&self) -> RawFd {
         self.armed.store(true, Ordering::SeqCst);
+        self.watched.store(true, Ordering::SeqCst);
         self.fd.fd()
     }
 
     /// Whether someone asked for the descriptor (and may be watching it).
     pub fn is_armed(&self) -> bool {
         self.armed.load(Ordering::Relaxed)
+    }
+
+    /// Whether someone asked for the descriptor since a thread last
+    /// waited inside the runtime: its watcher then relies on the runtime's
+    /// I/O thread to read the sockets.
+    pub fn is_watched(&self) -> bool {
+        self.watched.load(Ordering::SeqCst)
+    }
+
+    /// A thread waits inside the runtime (and reads the sockets itself):
+    /// the descriptor counts as unwatched until it is asked for again.
+    pub fn unwatch(&self) {
+        if self.watched.load(Ordering::Relaxed) {
+            self.watched.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Make the descriptor readable, when someone watches it.
@@ -363,6 +381,18 @@ mod tests {
         for _ in 0..(2 * CROWD_CHECK_EVERY) {
             assert!(p.budget() <= spin_budget());
         }
+    }
+
+    #[test]
+    fn notifier_is_watched_from_each_ask_until_unwatched() {
+        let n = Notifier::new().unwrap();
+        assert!(!n.is_armed() && !n.is_watched());
+        n.fd();
+        assert!(n.is_armed() && n.is_watched());
+        n.unwatch();
+        assert!(n.is_armed() && !n.is_watched());
+        n.fd();
+        assert!(n.is_watched());
     }
 
     #[test]

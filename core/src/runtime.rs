@@ -58,6 +58,8 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 mod connect_tests;
 #[cfg(test)]
 mod empty_key_tests;
+#[cfg(test)]
+mod notify_fd_tests;
 mod setup_errors;
 #[cfg(test)]
 mod spin_hint_tests;
@@ -384,8 +386,16 @@ impl Runtime {
     }
 
     /// The descriptor that becomes readable on any completion or event.
+    /// Asking for it also has the I/O thread read the sockets for its
+    /// watcher, until a thread next waits inside the runtime (which reads
+    /// them itself): ask again before going back to watching it.
     pub fn notify_fd(&self) -> i32 {
-        self.inner.notifier.fd()
+        let was_watched = self.inner.notifier.is_watched();
+        let fd = self.inner.notifier.fd();
+        if !was_watched {
+            self.inner.watch_started();
+        }
+        fd
     }
 
     /// Make the notification descriptor not readable.

@@ -87,7 +87,12 @@ pub unsafe extern "C" fn monarch_runtime_is_worker(
 /// Write a file descriptor that becomes readable whenever a future of this
 /// runtime completes or an event arrives, for use with poll/epoll/asyncio.
 /// After it wakes you, call `monarch_runtime_clear_fd`, then poll your
-/// futures and events. Owned by the runtime; do not close it.
+/// futures and events. Owned by the runtime; do not close it. Asking for it
+/// also has the runtime's I/O thread read the sockets for its watcher,
+/// until a thread next waits inside the runtime (`monarch_future_wait`,
+/// `monarch_runtime_next_event`, ...), which reads them itself: ask again
+/// before going back to sleep on the descriptor after such a wait, or a
+/// completion may be seen up to 10 ms late.
 #[no_mangle]
 pub unsafe extern "C" fn monarch_runtime_fd(
     rt: *const monarch_runtime,

@@ -33,10 +33,17 @@ end
 runtime() = (rt = RUNTIME[]; rt === nothing ? Runtime() : rt)
 is_running(rt::Runtime) = rt.ptr != C_NULL
 
-function start_pump!(rt::Runtime)
+# Asking for the fd has libmonarch's I/O thread read the sockets for the
+# tasks sleeping on it; a wait inside libmonarch (futures.jl, worker.jl)
+# reads them itself and ends that, so every sleep on the fd asks again.
+function watch_fd(rt::Runtime)
     fd = Ref{Cint}(-1)
     check(CAPI.monarch_runtime_fd(rt.ptr, fd))
-    rt.watcher = FileWatching.FDWatcher(RawFD(fd[]), true, false)
+    return fd[]
+end
+
+function start_pump!(rt::Runtime)
+    rt.watcher = FileWatching.FDWatcher(RawFD(watch_fd(rt)), true, false)
     rt.pump = @async begin
         try
             while is_running(rt)
@@ -76,6 +83,7 @@ claim_spawns(rt::Runtime) = check(CAPI.monarch_runtime_set_owner(rt.ptr, get(tas
 
 """Wait for the next wake of the runtime's fd, at most `timeout` seconds."""
 function wait_tick(rt::Runtime, timeout::Real)
+    is_running(rt) && watch_fd(rt)
     timer = Timer(_ -> notify(rt.tick), max(timeout, 0.0))
     try
         wait(rt.tick)

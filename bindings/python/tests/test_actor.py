@@ -240,6 +240,21 @@ def test_await(procs):
     assert asyncio.run(main()) == (2, [3, 1, 1, 1], ["x", 0.05])
 
 
+def test_await_after_a_blocking_get_in_the_same_loop(procs):
+    # A blocking get() reads the sockets itself and ends the fd's watch;
+    # the next await asks for the fd again, and its reply still arrives.
+    c = procs.spawn("c", Counter, 0).slice(gpus=0)
+
+    async def main():
+        first = await c.incr.call_one(1)
+        blocking = c.incr.call_one(1).get(timeout=30)
+        pending = c.sleep.call_one(0.05)
+        later = await asyncio.wait_for(asyncio.gather(pending, c.incr.call_one(1)), timeout=30)
+        return first, blocking, later
+
+    assert asyncio.run(main()) == (1, 2, [0.05, 3])
+
+
 def test_actor_to_actor_across_proc_meshes(procs, counters):
     other = this_host().spawn_procs(per_host={"gpus": 2})
     try:

@@ -36,9 +36,10 @@ thread_local! {
 /// Threads that wait inside the runtime read its sockets themselves. The
 /// I/O thread ("monarch-io") reads them only when nobody has been waiting
 /// for a while (`IO_IDLE_TICK`) or when a foreign event loop watches the
-/// notification fd; otherwise it sleeps, so a message wakes one thread,
-/// not two. A waiter that arrives while the I/O thread sits in `poll`
-/// kicks it back to sleep.
+/// notification fd (asked for it since a thread last waited inside);
+/// otherwise it sleeps, so a message wakes one thread, not two. A waiter
+/// that arrives while the I/O thread sits in `poll` kicks it back to
+/// sleep.
 pub(super) struct Io {
     pub(super) kick: EventFd,
     /// Threads inside `wait_until`.
@@ -121,6 +122,9 @@ impl Inner {
         }
         let start = Instant::now();
         self.io.active.fetch_add(1, Ordering::SeqCst);
+        // This thread reads for the descriptor's watcher too (its dispatch
+        // signals it) until the descriptor is asked for again.
+        self.notifier.unwatch();
         self.kick_io();
         // While a gather misses at least as many replies as there are CPUs,
         // wait asleep: the procs computing them need those CPUs.
@@ -159,7 +163,7 @@ impl Inner {
             // Batched frames go out after FLUSH_DELAY at the latest.
             self.flush_deferred(Some(FLUSH_DELAY));
             let flush_wait = self.deferred.load(Ordering::SeqCst).then_some(FLUSH_DELAY);
-            let watched = self.notifier.is_armed();
+            let watched = self.notifier.is_watched();
             if !watched {
                 let idle = self.idle_for();
                 if idle < IO_IDLE_TICK {
@@ -191,7 +195,7 @@ impl Inner {
             }
             tick = IO_IDLE_TICK;
             self.io.polling.store(true, Ordering::SeqCst);
-            if !watched && self.io.active.load(Ordering::SeqCst) > 0 {
+            if !self.notifier.is_watched() && self.io.active.load(Ordering::SeqCst) > 0 {
                 self.io.polling.store(false, Ordering::SeqCst);
                 continue;
             }
@@ -228,6 +232,12 @@ impl Inner {
     pub(super) fn conns_changed(&self) {
         self.wake_parked();
         self.kick_io();
+    }
+
+    /// Someone started watching the notification descriptor: get the I/O
+    /// thread out of its sleep to read the sockets for them.
+    pub(super) fn watch_started(&self) {
+        self.io.kick.signal();
     }
 
     /// Get the I/O thread out of `poll` (to sleep, or to re-read the

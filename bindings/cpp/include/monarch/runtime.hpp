@@ -59,7 +59,9 @@ class Runtime {
     detail::check(monarch_runtime_is_worker(h_.get(), &w));
     return w;
   }
-  /// Readable whenever a future completes or an event arrives.
+  /// Readable whenever a future completes or an event arrives. Asking for
+  /// it has the runtime read its sockets for the watcher until a blocking
+  /// wait (which reads them itself): ask again before watching it again.
   int fd() const {
     int fd = -1;
     detail::check(monarch_runtime_fd(h_.get(), &fd));

@@ -181,13 +181,19 @@ class _FdWaiter:
     def __init__(self, loop):
         self.loop_ref = weakref.ref(loop)
         self.pending = []  # (Future, asyncio.Future)
-        fd = _new("int *")
-        check(lib.monarch_runtime_fd(runtime(), fd))
-        self.fd = fd[0]
+        self.fd_out = _new("int *")
+        self.fd = self._watch()
         self.registered = False
+
+    def _watch(self) -> int:
+        # Asking for the fd has the runtime read its sockets for the loop;
+        # a blocking get() in between reads them itself and ends that.
+        check(lib.monarch_runtime_fd(runtime(), self.fd_out))
+        return self.fd_out[0]
 
     def wait(self, fut: Future):
         loop = self.loop_ref()
+        self._watch()
         waiter = loop.create_future()
         self.pending.append((fut, waiter))
         if not self.registered:
