@@ -686,3 +686,75 @@ impl Zygotes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn the_key_holds_the_command_and_only_the_startup_variables() {
+        let env = |v: &str| {
+            vec![
+                (OsString::from("PYTHONPATH"), OsString::from(v)),
+                (OsString::from("MONARCH_PROC_RANK"), OsString::from("3")),
+                (OsString::from("HOME"), OsString::from("/h")),
+            ]
+        };
+        let argv = [
+            "python".to_string(),
+            "-m".into(),
+            "monarch._bootstrap".into(),
+        ];
+        assert_eq!(key_of(&argv, &env("/a")), key_of(&argv, &env("/a")));
+        assert_ne!(key_of(&argv, &env("/a")), key_of(&argv, &env("/b")));
+        let mut other = env("/a");
+        other[1].1 = "4".into();
+        other[2].1 = "/elsewhere".into();
+        assert_eq!(key_of(&argv, &env("/a")), key_of(&argv, &other));
+        assert_ne!(key_of(&argv, &env("/a")), key_of(&argv[..2], &env("/a")));
+    }
+
+    #[test]
+    fn wait_statuses_read_as_exits() {
+        assert_eq!(exit_info(7 << 8), ExitInfo::Code(7));
+        assert_eq!(exit_info(libc::SIGKILL), ExitInfo::Signal(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_packet_carries_its_descriptors() {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: fds has room for the two descriptors.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0);
+        // SAFETY: both were just created and are owned here.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (r, w) = pipe().unwrap();
+        send_with_fds(a.as_raw_fd(), b"Fhello", &[w.as_raw_fd()]).unwrap();
+        drop(w);
+        let mut buf = [0u8; 64];
+        let (n, got) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"Fhello");
+        assert_eq!(got.len(), 1);
+        std::fs::File::from(got.into_iter().next().unwrap())
+            .write_all(b"through")
+            .unwrap();
+        let mut out = String::new();
+        std::fs::File::from(r).read_to_string(&mut out).unwrap();
+        assert_eq!(out, "through");
+        drop(a);
+        assert_eq!(recv_with_fds(b.as_raw_fd(), &mut buf).unwrap().0, 0);
+    }
+
+    #[test]
+    fn serving_a_closed_descriptor_is_refused() {
+        assert!(serve(-1).is_err());
+    }
+}
