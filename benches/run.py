@@ -149,12 +149,27 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _children() -> list[int]:
-    """Our child processes (the procs), whichever of our threads forked them."""
+def _children_of(pid: int) -> list[int]:
+    """The child processes of `pid`, whichever of its threads forked them."""
     out = []
-    for path in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{path}/children") as f:
+    for path in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{path}/children") as f:
             out += [int(p) for p in f.read().split()]
+    return out
+
+
+def _children() -> list[int]:
+    """Our descendant processes: the procs (children of the zygote, which
+    is one of ours and idle while they run) and any exec'd ones."""
+    out = []
+    todo = _children_of(os.getpid())
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            todo += _children_of(pid)
+        except OSError:
+            pass
     return out
 
 
