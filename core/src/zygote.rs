@@ -286,7 +286,14 @@ impl Zygote {
             .collect();
         if let Err(e) = send_with_fds(self.sock.as_raw_fd(), &msg, &fds) {
             let p = self.shared.lock().pending.take();
-            let on_exit = p.map(|p| p.on_exit).expect("pending request");
+            let on_exit = match p {
+                Some(p) => p.on_exit,
+                // The reader saw the zygote go first and answered already.
+                None => match rx.recv() {
+                    Ok(Err((_, on_exit))) => on_exit,
+                    _ => Box::new(|_, _| {}),
+                },
+            };
             return Err((Error::io("cannot reach the zygote", e), on_exit));
         }
         let answer = match rx.recv_timeout(timeout) {
