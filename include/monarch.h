@@ -215,6 +215,32 @@ monarch_status monarch_runtime_job_token(const struct monarch_runtime *rt,
                                          uint8_t **out,
                                          size_t *out_len);
 
+// Start, ahead of the first spawn, the zygote that procs spawned with the
+// bootstrap command `argv[0..argc]` and the environment `env[0..nenv]`
+// ("NAME=value"; NULL when `nenv` is 0) will be forked from, as
+// `monarch_proc_mesh_spawn` does when `env` holds `MONARCH_ZYGOTE=1`
+// (docs/architecture.md, "Procs forked from a zygote"). Returns at once;
+// does nothing when `env` does not ask for a zygote, when one is running
+// for them, or when `MONARCH_USE_ZYGOTE=0`. A command that cannot serve as
+// one costs nothing but its start: spawns then start procs with exec.
+monarch_status monarch_runtime_warm_zygote(const struct monarch_runtime *rt,
+                                           const char *const *argv,
+                                           size_t argc,
+                                           const char *const *env,
+                                           size_t nenv);
+
+// Serve as a zygote: fork one proc per request of the controller on `fd`
+// (the descriptor in `MONARCH_ZYGOTE_FD`), see docs/architecture.md,
+// "Procs forked from a zygote". Call it while the process has a single
+// thread and no runtime. Returns in each forked child with `*out_is_proc`
+// set to 1: that process is now a proc (environment, working directory,
+// output and descriptors set as the controller asked) and goes on to
+// create its runtime. Returns in the zygote with `*out_is_proc` set to 0
+// once the controller has closed the socket: the zygote should exit.
+// `MONARCH_ERR_INVALID_ARGUMENT` when `fd` is not open or a runtime
+// exists.
+monarch_status monarch_zygote_serve(int fd, int *out_is_proc);
+
 /* ------------------------------------------------------------------------
  * monarch_value_mesh: the gathered replies of a call
  */

@@ -67,6 +67,7 @@ pub mod transport;
 mod trust_tests;
 pub mod value;
 pub mod wire;
+pub mod zygote;
 
 pub use error::{Error, ErrorKind, Result};
 pub use future::{Answer, Future};

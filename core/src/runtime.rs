@@ -136,6 +136,8 @@ pub(crate) struct Inner {
     heartbeat: heartbeat::Heartbeat,
     /// Remote-debugging sessions (the root controller's registry).
     debug: debug::DebugSessions,
+    /// Templates local procs are forked from.
+    zygotes: crate::zygote::Zygotes,
 
     // How threads wait and wake (see `io`).
     notifier: Arc<Notifier>,
@@ -311,6 +313,7 @@ impl Runtime {
                 count: AtomicUsize::new(0),
             },
             children: Default::default(),
+            zygotes: Default::default(),
             next_id: AtomicU64::new(1),
             trust: Default::default(),
             setup_errors: Default::default(),
@@ -427,6 +430,22 @@ impl Runtime {
     ) -> Result<Vec<String>> {
         self.check_running()?;
         let dir = self.inner.id.socket_dir()?;
+        let capture = crate::logs::capture_local();
+        // Procs forked from a zygote get the environment an exec'd child
+        // would get now, and our working directory.
+        let zygote = crate::zygote::wanted(env).then(|| {
+            let child_env = crate::zygote::child_environment(env);
+            let key = crate::zygote::key_of(argv, &child_env);
+            let cwd = std::env::current_dir().unwrap_or_default();
+            (
+                child_env,
+                cwd,
+                self.inner.zygotes.get_or_start(argv, env, key),
+            )
+        });
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let mut addrs = Vec::with_capacity(n);
         let progress = crate::progress::start(ProgressKind::ProcsReady, "procs ready", n as u64);
         for rank in 0..n {
@@ -438,31 +457,50 @@ impl Runtime {
             self.inner
                 .children
                 .expect_ready(&addr, ready.clone(), watch);
-            let mut env = env.to_vec();
-            env.extend([
+            let identity = [
                 (ENV_CONTROLLER.to_string(), self.inner.id.addr.clone()),
                 (ENV_PROC_ADDR.to_string(), addr.clone()),
                 (ENV_JOB_TOKEN.to_string(), self.inner.id.token.clone()),
                 (ENV_PROC_RANK.to_string(), rank.to_string()),
                 self.debug_env(&self.inner.id.addr),
-            ]);
+            ];
             let weak = Arc::downgrade(&self.inner);
-            let opts = crate::process::SpawnOpts {
-                capture_output: crate::logs::capture_local(),
-                keep_fd: None,
-            };
-            let child = crate::process::spawn_child_with(
-                argv,
-                env,
-                addr.clone(),
-                ready,
-                opts,
-                move |child, exit| {
-                    if let Some(rt) = weak.upgrade() {
-                        rt.child_exited(&child, &exit);
+            let on_exit: crate::zygote::OnExit = Box::new(move |child, exit| {
+                if let Some(rt) = weak.upgrade() {
+                    rt.child_exited(&child, &exit);
+                }
+            });
+            let mut on_exit = Some(on_exit);
+            let mut child = None;
+            if let Some((child_env, cwd, Some(z))) = &zygote {
+                let mut proc_env = child_env.clone();
+                proc_env.extend(identity.iter().map(|(k, v)| (k.into(), v.into())));
+                let proc = crate::zygote::NewProc {
+                    addr: addr.clone(),
+                    ready: ready.clone(),
+                    on_exit: on_exit.take().expect("on_exit"),
+                };
+                match z.fork(&proc_env, cwd, capture, spawn_timeout(), proc) {
+                    Ok(c) => child = Some(Ok(c)),
+                    Err((e, back)) => {
+                        tracing::warn!(error = %e, "zygote could not fork; starting the proc with exec");
+                        on_exit = Some(back);
                     }
-                },
-            );
+                }
+            }
+            let child = match child {
+                Some(c) => c,
+                None => {
+                    let mut env = env.to_vec();
+                    env.extend(identity);
+                    let opts = crate::process::SpawnOpts {
+                        capture_output: capture,
+                        keep_fd: None,
+                    };
+                    let on_exit = on_exit.take().expect("on_exit");
+                    crate::process::spawn_child_with(argv, env, addr.clone(), ready, opts, on_exit)
+                }
+            };
             match child {
                 Ok((c, output)) => {
                     if let Some((out, err)) = output {
@@ -480,6 +518,15 @@ impl Runtime {
         }
         self.inner.start_heartbeat();
         Ok(addrs)
+    }
+
+    /// Start the zygote procs spawned with `argv` and `env` will be forked
+    /// from, ahead of the first spawn (see [`crate::zygote`]).
+    pub fn warm_zygote(&self, argv: &[String], env: &[(String, String)]) -> Result<()> {
+        if argv.is_empty() {
+            return Err(Error::invalid("bootstrap command is empty"));
+        }
+        self.spawn_procs(0, argv, env).map(|_| ())
     }
 
     /// Ask the given procs to stop; kill those still running after `grace`.
@@ -696,6 +743,7 @@ impl Runtime {
             .chain(self.inner.remote.addrs())
             .collect();
         self.stop_procs(&children, Duration::from_secs(2));
+        self.inner.zygotes.stop_all();
         self.inner.flush_deferred(None);
         self.inner.lifecycle.mark_stopped();
         // Wake the accept threads and every reader thread.

@@ -204,3 +204,56 @@ pub unsafe extern "C" fn monarch_runtime_job_token(
         owned_buffer(r.job_token().as_bytes().to_vec(), out, out_len)
     })
 }
+
+/// Start, ahead of the first spawn, the zygote that procs spawned with the
+/// bootstrap command `argv[0..argc]` and the environment `env[0..nenv]`
+/// ("NAME=value"; NULL when `nenv` is 0) will be forked from, as
+/// `monarch_proc_mesh_spawn` does when `env` holds `MONARCH_ZYGOTE=1`
+/// (docs/architecture.md, "Procs forked from a zygote"). Returns at once;
+/// does nothing when `env` does not ask for a zygote, when one is running
+/// for them, or when `MONARCH_USE_ZYGOTE=0`. A command that cannot serve as
+/// one costs nothing but its start: spawns then start procs with exec.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_runtime_warm_zygote(
+    rt: *const monarch_runtime,
+    argv: *const *const c_char,
+    argc: usize,
+    env: *const *const c_char,
+    nenv: usize,
+) -> monarch_status {
+    guard(|| {
+        let r = get(rt)?;
+        let argv = crate::args::string_array(argv, argc, "argv")?;
+        let env = crate::args::env_array(env, nenv, "env")?;
+        r.warm_zygote(&argv, &env)?;
+        Ok(())
+    })
+}
+
+/// Serve as a zygote: fork one proc per request of the controller on `fd`
+/// (the descriptor in `MONARCH_ZYGOTE_FD`), see docs/architecture.md,
+/// "Procs forked from a zygote". Call it while the process has a single
+/// thread and no runtime. Returns in each forked child with `*out_is_proc`
+/// set to 1: that process is now a proc (environment, working directory,
+/// output and descriptors set as the controller asked) and goes on to
+/// create its runtime. Returns in the zygote with `*out_is_proc` set to 0
+/// once the controller has closed the socket: the zygote should exit.
+/// `MONARCH_ERR_INVALID_ARGUMENT` when `fd` is not open or a runtime
+/// exists.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_zygote_serve(
+    fd: c_int,
+    out_is_proc: *mut c_int,
+) -> monarch_status {
+    guard(|| {
+        let out = out_ptr(out_is_proc, "out_is_proc")?;
+        if *RUNTIME_LIVE.lock() {
+            return Err(
+                monarch_core::error::Error::invalid("a zygote must not have a runtime").into(),
+            );
+        }
+        let served = monarch_core::zygote::serve(fd)?;
+        *out = c_int::from(served == monarch_core::zygote::Served::Proc);
+        Ok(())
+    })
+}

@@ -4,8 +4,9 @@ two fixtures below, so each suite runs under them.
 
 - ``unhandled_failures_do_not_exit_pytest``: unhandled supervision failures
   are reported instead of exiting the test process;
-- ``no_leftover_procs``: at the end of the session, no
-  ``monarch._bootstrap`` process started by this process is left.
+- ``no_leftover_procs``: at the end of the session, once the runtime is
+  shut down (it keeps the template procs are forked from while it lives),
+  no ``monarch._bootstrap`` process started by this process is left.
 """
 
 import os
@@ -65,6 +66,9 @@ def unhandled_failures_do_not_exit_pytest():
 @pytest.fixture(scope="session", autouse=True)
 def no_leftover_procs():
     yield
+    from monarch._lib import shutdown_runtime
+
+    shutdown_runtime()
     deadline = time.time() + 10
     left = bootstrap_children()
     while left and time.time() < deadline:

@@ -79,6 +79,14 @@ void test_handles() {
   if (e) CHECK(e->status() == MONARCH_ERR_INVALID_ARGUMENT && contains(e->what(), "agent_argv"));
   // Events: a freed event handle.
   CHECK(monarch_event_take_port(nullptr, nullptr, nullptr) == MONARCH_ERR_INVALID_HANDLE);
+  // Zygotes: no template in a process with a runtime; a command that
+  // cannot serve as one (it exits at once) is accepted and costs nothing.
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, monarch::Runtime::serve_as_zygote(0));
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, rt.warm_zygote(monarch::ProcOptions{}));
+  monarch::ProcOptions not_a_zygote;
+  not_a_zygote.argv = {"/bin/true"};
+  not_a_zygote.env = {"MONARCH_ZYGOTE=1"};
+  rt.warm_zygote(not_a_zygote);
   // set_owner: the top level, and a bad handle.
   rt.set_owner("");
   CHECK(monarch_runtime_set_owner(nullptr, "") == MONARCH_ERR_INVALID_HANDLE);

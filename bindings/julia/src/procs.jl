@@ -142,3 +142,35 @@ function stop(m::ProcMesh)
     check(CAPI.monarch_proc_mesh_stop(handle(m), out))
     return Future(out[], raw -> (read_points(raw, raw_value); nothing), "stopping procs")
 end
+
+"""
+    warm_zygote(argv; env=Dict())
+
+Start, ahead of the first spawn, the zygote that procs spawned with the
+bootstrap command `argv` and `env` (holding `MONARCH_ZYGOTE => "1"`) will be
+forked from (docs/architecture.md, "Procs forked from a zygote"). Returns at
+once; a command that cannot serve as one leaves spawns on exec.
+"""
+function warm_zygote(argv::AbstractVector{<:AbstractString}; env = Dict{String, String}())
+    rt = runtime()
+    envs = ["$k=$v" for (k, v) in env]
+    with_cstrings(collect(String, argv)) do a
+        with_cstrings(envs) do e
+            check(CAPI.monarch_runtime_warm_zygote(rt.ptr, a, Csize_t(length(argv)), e, Csize_t(length(envs))))
+        end
+    end
+    return nothing
+end
+
+"""
+    serve_as_zygote(fd) -> Bool
+
+Serve as a zygote on `fd` (the process's `MONARCH_ZYGOTE_FD`), in a process
+with one thread and no runtime: `true` in each forked child, which goes on
+as a proc; `false` in the zygote once the controller is done with it.
+"""
+function serve_as_zygote(fd::Integer)
+    is_proc = Ref{Cint}(0)
+    check(CAPI.monarch_zygote_serve(Cint(fd), is_proc))
+    return is_proc[] != 0
+end

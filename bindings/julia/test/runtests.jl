@@ -44,6 +44,12 @@ end
             @test success(`$python $(joinpath(REPO, "scripts", "gen-julia-ccall.py")) --check`)
         end
         @test_throws MonarchError Monarch.check(Monarch.CAPI.monarch_future_free(Ptr{Monarch.CAPI.monarch_future}(1)))
+        # Zygotes: none in a process with a runtime; a command that cannot
+        # serve as one (it exits at once) is accepted; an empty one is not.
+        Monarch.runtime()
+        @test_throws MonarchError Monarch.serve_as_zygote(0)
+        @test_throws MonarchError Monarch.warm_zygote(String[])
+        @test Monarch.warm_zygote(["/bin/true"]; env = Dict("MONARCH_ZYGOTE" => "1")) === nothing
         # MONARCH_LIB is honoured, and a library of an unknown ABI version refused.
         cc = Sys.which("cc")
         if cc !== nothing

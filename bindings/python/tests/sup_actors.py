@@ -20,6 +20,10 @@ class Worker(Actor):
         return os.getpid()
 
     @endpoint
+    def proc_addr(self):
+        return os.environ["MONARCH_PROC_ADDR"]
+
+    @endpoint
     def sleep(self, s):
         time.sleep(s)
         return current_rank().rank

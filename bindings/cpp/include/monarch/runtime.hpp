@@ -76,6 +76,26 @@ class Runtime {
       return monarch_proc_mesh_spawn(h_.get(), args...);
     });
   }
+  /// Start, ahead of the first spawn, the zygote that procs spawned with
+  /// `opts` (its env holding "MONARCH_ZYGOTE=1") will be forked from
+  /// (docs/architecture.md, "Procs forked from a zygote"). Returns at once;
+  /// a command that cannot serve as one leaves spawns on exec.
+  void warm_zygote(const ProcOptions& opts) const {
+    std::vector<const char*> cargv, cenv;
+    for (auto& a : opts.argv) cargv.push_back(a.c_str());
+    for (auto& e : opts.env) cenv.push_back(e.c_str());
+    detail::check(monarch_runtime_warm_zygote(h_.get(), cargv.data(), cargv.size(),
+                                              cenv.empty() ? nullptr : cenv.data(), cenv.size()));
+  }
+  /// Serve as a zygote on `fd` (the process's MONARCH_ZYGOTE_FD), in a
+  /// process with one thread and no runtime: true in each forked child,
+  /// which goes on as a proc; false in the zygote once the controller is
+  /// done with it.
+  static bool serve_as_zygote(int fd) {
+    int is_proc = 0;
+    detail::check(monarch_zygote_serve(fd, &is_proc));
+    return is_proc != 0;
+  }
   /// A mesh with no dimensions holding this process's proc; serve its
   /// actors with serve_events().
   ProcMesh this_proc() const {

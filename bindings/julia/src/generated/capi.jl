@@ -81,6 +81,8 @@ const FUNCTION_NAMES = (
     :monarch_runtime_set_owner,
     :monarch_runtime_logging_option,
     :monarch_runtime_job_token,
+    :monarch_runtime_warm_zygote,
+    :monarch_zygote_serve,
     :monarch_value_mesh_shape,
     :monarch_value_mesh_len,
     :monarch_value_mesh_point,
@@ -181,6 +183,8 @@ const _fp_monarch_supervision_next = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_runtime_set_owner = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_runtime_logging_option = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_runtime_job_token = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_runtime_warm_zygote = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_zygote_serve = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_value_mesh_shape = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_value_mesh_len = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_value_mesh_point = Ref{Ptr{Cvoid}}(C_NULL)
@@ -283,6 +287,8 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_runtime_set_owner[] = Libdl.dlsym(lib, :monarch_runtime_set_owner)
     _fp_monarch_runtime_logging_option[] = Libdl.dlsym(lib, :monarch_runtime_logging_option)
     _fp_monarch_runtime_job_token[] = Libdl.dlsym(lib, :monarch_runtime_job_token)
+    _fp_monarch_runtime_warm_zygote[] = Libdl.dlsym(lib, :monarch_runtime_warm_zygote)
+    _fp_monarch_zygote_serve[] = Libdl.dlsym(lib, :monarch_zygote_serve)
     _fp_monarch_value_mesh_shape[] = Libdl.dlsym(lib, :monarch_value_mesh_shape)
     _fp_monarch_value_mesh_len[] = Libdl.dlsym(lib, :monarch_value_mesh_len)
     _fp_monarch_value_mesh_point[] = Libdl.dlsym(lib, :monarch_value_mesh_point)
@@ -384,6 +390,8 @@ monarch_supervision_next(rt, timeout_ms, out, out_len) = ccall(_fp_monarch_super
 monarch_runtime_set_owner(rt, actor) = ccall(_fp_monarch_runtime_set_owner[], Int32, (Ptr{monarch_runtime}, Ptr{UInt8}), rt, actor)
 monarch_runtime_logging_option(rt, stream_to_client, aggregate_window_ms) = ccall(_fp_monarch_runtime_logging_option[], Int32, (Ptr{monarch_runtime}, Bool, UInt64), rt, stream_to_client, aggregate_window_ms)
 monarch_runtime_job_token(rt, out, out_len) = ccall(_fp_monarch_runtime_job_token[], Int32, (Ptr{monarch_runtime}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), rt, out, out_len)
+monarch_runtime_warm_zygote(rt, argv, argc, env, nenv) = ccall(_fp_monarch_runtime_warm_zygote[], Int32, (Ptr{monarch_runtime}, Ptr{Ptr{UInt8}}, Csize_t, Ptr{Ptr{UInt8}}, Csize_t), rt, argv, argc, env, nenv)
+monarch_zygote_serve(fd, out_is_proc) = ccall(_fp_monarch_zygote_serve[], Int32, (Cint, Ptr{Cint}), fd, out_is_proc)
 monarch_value_mesh_shape(vm, out, out_len) = ccall(_fp_monarch_value_mesh_shape[], Int32, (Ptr{monarch_value_mesh}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), vm, out, out_len)
 monarch_value_mesh_len(vm, out) = ccall(_fp_monarch_value_mesh_len[], Int32, (Ptr{monarch_value_mesh}, Ptr{Csize_t}), vm, out)
 monarch_value_mesh_point(vm, rank, out_is_error, out_error, out_nparts) = ccall(_fp_monarch_value_mesh_point[], Int32, (Ptr{monarch_value_mesh}, Csize_t, Ptr{Bool}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), vm, rank, out_is_error, out_error, out_nparts)

@@ -5,7 +5,9 @@ bootstrap environment set (``MONARCH_CONTROLLER``, ``MONARCH_PROC_ADDR``,
 ``MONARCH_JOB_TOKEN``, ``MONARCH_PROC_RANK``). ``main`` creates the runtime
 (which connects back to the controller and reports ready), then handles
 events one at a time until the proc is asked to stop (see ``server`` for the
-protocol), and frees the runtime.
+protocol), and frees the runtime. With ``MONARCH_ZYGOTE_FD`` set the
+process is first the template procs are forked from (``zygote``), and only
+its forked children go on to be procs.
 
 A proc with a Unix address dumps every thread's stack on SIGUSR1
 (``faulthandler``) to ``<its socket path>.stacks``, which ``monarch top``
@@ -20,6 +22,7 @@ import sys
 from ..._lib import runtime, shutdown_runtime
 from .debugger import install as install_debugger
 from .server import Server
+from .zygote import serve as serve_as_zygote
 
 
 def _dump_stacks_on_sigusr1() -> None:
@@ -44,6 +47,9 @@ _stacks_file = None
 
 def main() -> int:
     """Serve this proc's actors; the process's exit status."""
+    zygote_fd = os.environ.get("MONARCH_ZYGOTE_FD")
+    if zygote_fd is not None and not serve_as_zygote(int(zygote_fd)):
+        return 0
     if "MONARCH_CONTROLLER" not in os.environ:
         sys.stderr.write("monarch._bootstrap: not started by a monarch controller\n")
         return 2

@@ -45,15 +45,43 @@ async def in_task(coro: Coroutine[Any, Any, T], point: Point, hosted: Any) -> T:
     return await coro
 
 
+class _Handoff:
+    """One coroutine run on the loop for a thread that waits for it on a
+    plain lock, released in the task's last step (no ``concurrent.futures``
+    future chained to the task, and no done callback one loop iteration
+    later: that bookkeeping cost more than a short async endpoint)."""
+
+    __slots__ = ("lock", "value", "error")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.value = None
+        self.error = None
+
+    async def run(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            self.value = await coro
+        except BaseException as exc:  # noqa: BLE001 - raised in the waiter
+            self.error = exc
+        finally:
+            self.lock.release()
+
+
 def run_coroutine(coro: Coroutine[Any, Any, T], point: Point | None = None, hosted: Any = None) -> T:
     """Run ``coro`` on the proc's event loop and wait for its result; by
     default as the task of the message this thread is handling."""
-    import asyncio  # costly to import: see the module's doc
-
     if point is None:
         current = current_frame()
         point, hosted = message_point(current.event), current.actor
-    return asyncio.run_coroutine_threadsafe(in_task(coro, point, hosted), event_loop()).result()
+    loop = event_loop()
+    h = _Handoff()
+    loop.call_soon_threadsafe(loop.create_task, h.run(in_task(coro, point, hosted)))
+    h.lock.acquire()
+    if h.error is not None:
+        error, h.error = h.error, None
+        raise error
+    return h.value
 
 
 async def tracked(coro: Coroutine[Any, Any, T], tasks: set) -> T:

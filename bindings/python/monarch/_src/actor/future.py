@@ -165,7 +165,10 @@ class Future(Generic[T]):
         return self._await().__await__()
 
     async def _await(self) -> T:
-        if not self._state and not self.done():
+        # A wait of 0 ms reads the runtime's sockets on this thread, so a
+        # reply already there completes the future without a hand-off to
+        # the runtime's I/O thread and back through the loop's selector.
+        if not self._state and _future_wait(self._fut, 0) == ERR_TIMEOUT:
             # asyncio costs tens of milliseconds to import; only code that
             # awaits needs it (and has loaded it already).
             import asyncio

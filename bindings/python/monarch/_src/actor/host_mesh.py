@@ -273,16 +273,9 @@ class HostMesh:
         argv = [_new("char[]", os.fsencode(a)) for a in argv_py]
         c_argv = _new("char *[]", argv)
         out = _new("monarch_proc_mesh **")
-        # Workers import user modules (and a source-tree monarch) the way
-        # this process does.
-        env = [_new("char[]", b"PYTHONPATH=" + os.fsencode(_child_pythonpath()))]
-        # Procs' output is piped (to the runtime here, or to their host
-        # agent) and printed line by line with a rank prefix: keep Python
-        # from block-buffering it.
-        env.append(_new("char[]", b"PYTHONUNBUFFERED=1"))
-        env.extend(_new("char[]", os.fsencode(f"{k}={v}")) for k, v in extra_env.items())
+        zygote = self._h is None and argv_py == self._python_argv()
         # The job's controller registry (get_or_spawn_controller), when there is one.
-        env.extend(_new("char[]", e) for e in env_for_children())
+        env = [_new("char[]", e) for e in _spawn_env(extra_env, zygote) + env_for_children()]
         c_env = _new("char *[]", env)
         ensure_watcher()
         claim_spawn_owner()
@@ -304,8 +297,35 @@ class HostMesh:
             _run_setup(procs, setup)
         return procs
 
+    def _warm_zygote(self) -> None:
+        """Start the template this host's Python procs are forked from, so
+        the first spawn does not wait for an interpreter to start."""
+        argv = [_new("char[]", os.fsencode(a)) for a in self._python_argv()]
+        env = [_new("char[]", e) for e in _spawn_env({}, True)]
+        c_argv, c_env = _new("char *[]", argv), _new("char *[]", env)
+        st = lib.monarch_runtime_warm_zygote(runtime(), c_argv, len(argv), c_env, len(env))
+        if st:
+            raise error_for(st, "cannot start the procs' template")
+
     def __repr__(self) -> str:
         return f"<HostMesh {self._extent}>"
+
+
+def _spawn_env(extra_env: dict[str, str], zygote: bool) -> list[bytes]:
+    """What procs get added to this process's environment."""
+    # Workers import user modules (and a source-tree monarch) the way
+    # this process does.
+    env = [b"PYTHONPATH=" + os.fsencode(_child_pythonpath())]
+    # Procs' output is piped (to the runtime here, or to their host
+    # agent) and printed line by line with a rank prefix: keep Python
+    # from block-buffering it.
+    env.append(b"PYTHONUNBUFFERED=1")
+    env.extend(os.fsencode(f"{k}={v}") for k, v in extra_env.items())
+    # Local procs of the standard Python bootstrap are forked from a warm
+    # template (the runtime starts it, and execs when it cannot).
+    if zygote:
+        env.append(b"MONARCH_ZYGOTE=1")
+    return env
 
 
 def _installed_cli_candidates() -> list[str]:
@@ -355,6 +375,7 @@ def this_host() -> HostMesh:
     global _this_host
     if _this_host is None:
         _this_host = HostMesh()
+        _this_host._warm_zygote()
     return _this_host
 
 

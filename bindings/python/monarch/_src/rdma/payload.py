@@ -8,6 +8,8 @@ every reader has released it; a sweeper thread forgets the released ones.
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -90,6 +92,43 @@ def _uninitialized_bytes(n: int) -> bytes:
     return _new_bytes(None, n)
 
 
+# Receive memory for payloads pulled into numpy, kept for reuse once nothing
+# refers to it any more: fresh pages cost the kernel a zeroing pass on first
+# touch, as much as the copy itself, so a stream of large arrays into one
+# proc reuses the same pages. At most this many bytes stay idle per proc.
+_POOL_BYTES = int(os.environ.get("MONARCH_PAYLOAD_POOL_MB", "256")) << 20
+_pool: list = []  # 1-D uint8 numpy arrays owned here
+_pool_lock = threading.Lock()
+# References to a pool array nobody else holds: the pool's list, the loop
+# variable and getrefcount's argument.
+_FREE_REFS = 3
+
+
+def _pooled(n: int, numpy: Any):
+    """``n`` bytes of numpy memory, from the pool when a free block of
+    ``n`` to ``2n`` bytes is there; a new block (kept when it fits in the
+    pool) otherwise. Whatever is built on the result (views, arrays
+    unpickled over it) keeps its block in use."""
+    with _pool_lock:
+        for block in _pool:
+            if n <= block.nbytes <= 2 * n and sys.getrefcount(block) == _FREE_REFS:
+                return block[:n]
+        block = numpy.empty(n, dtype=numpy.uint8)
+        if n <= _POOL_BYTES:
+            held = sum(b.nbytes for b in _pool)
+            keep = []
+            for b in _pool:
+                # Free blocks go (oldest first) until the new one fits.
+                if held + n > _POOL_BYTES and sys.getrefcount(b) == _FREE_REFS:
+                    held -= b.nbytes
+                    continue
+                keep.append(b)
+            if held + n <= _POOL_BYTES:
+                keep.append(block)
+            _pool[:] = keep
+        return block[:n]
+
+
 def _alloc(n: int, as_bytes: bool):
     """Fresh memory for a pulled payload, not touched yet (the pull asks
     for huge pages over it, so the first touch of 64 MiB costs a few dozen
@@ -103,7 +142,7 @@ def _alloc(n: int, as_bytes: bool):
         import numpy  # optional: without it, pulled payloads are bytearrays
     except ImportError:
         return bytearray(n)
-    return numpy.empty(n, dtype=numpy.uint8)
+    return _pooled(n, numpy)
 
 
 def pull_payloads(descs: Sequence[Any], as_bytes: Sequence[bool] | None = None) -> list:
