@@ -43,6 +43,7 @@ mod io;
 mod links;
 mod listeners;
 mod peers;
+mod poller;
 mod ports;
 use actors::ActorState;
 pub use events::{Event, EventKind};
@@ -53,6 +54,8 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 mod connect_tests;
 #[cfg(test)]
 mod empty_key_tests;
+#[cfg(test)]
+mod many_conns_tests;
 mod setup_errors;
 #[cfg(test)]
 mod spin_hint_tests;
@@ -283,12 +286,13 @@ impl Runtime {
         let (listeners, addr) = Listeners::bind(listen)?;
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
         let kick_fd = EventFd::new().map_err(|e| Error::io("eventfd", e))?;
+        let peers = peers::Peers::new().map_err(|e| Error::io("epoll", e))?;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
             id: Identity::new(addr, token, controller.clone(), dir),
             notifier,
             listeners,
             remote: Default::default(),
-            peers: Default::default(),
+            peers,
             ports: Default::default(),
             actors: Default::default(),
             cast_relays: Default::default(),
