@@ -164,7 +164,7 @@ pub(super) fn kill_request(sender: &str, addr: &str) -> Envelope {
 impl Runtime {
     /// Call `method` of the agent at `agent` with `parts`; the future's
     /// single value is the agent's answer.
-    pub(crate) fn call_agent(
+    pub fn call_agent(
         &self,
         agent: &str,
         method: &str,
