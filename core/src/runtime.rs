@@ -14,8 +14,9 @@
 //! authenticating them, `io` how threads wait.
 //!
 //! Threads: one accept thread (every listener and every connection still
-//! in its handshake), one I/O thread, one reaper thread per child. Sends are written by the calling thread itself (no hop
-//! through an executor); a thread that waits reads the sockets itself, so
+//! in its handshake), one I/O thread, one reaper thread for all children
+//! (pidfds in epoll). Sends are written by the calling thread itself (no
+//! hop through an executor); a thread that waits reads the sockets itself, so
 //! a reply completes its future on the thread that wants it (see `io`).
 
 use parking_lot::Mutex;

@@ -30,7 +30,7 @@ impl Inner {
         self.lifecycle.is_shutting_down() || self.supervision.is_stopping(addr)
     }
 
-    /// A local child exited (its reaper thread calls this).
+    /// A local child exited (the reaper thread calls this).
     pub(super) fn child_exited(&self, child: &Child, exit: &ExitInfo) {
         tracing::debug!(addr = %child.addr, %exit, "proc exited");
         // A proc that was killed could not remove its socket file; nothing

@@ -164,12 +164,7 @@ pub(super) fn kill_request(sender: &str, addr: &str) -> Envelope {
 impl Runtime {
     /// Call `method` of the agent at `agent` with `parts`; the future's
     /// single value is the agent's answer.
-    pub fn call_agent(
-        &self,
-        agent: &str,
-        method: &str,
-        parts: &[&[u8]],
-    ) -> Result<super::Future> {
+    pub fn call_agent(&self, agent: &str, method: &str, parts: &[&[u8]]) -> Result<super::Future> {
         self.check_running()?;
         let shape = Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid");
         let (port, fut) = self.open_gather(shape, vec![agent.to_string()], None);
