@@ -92,6 +92,9 @@ pub const ENV_JOB_TOKEN: &str = "MONARCH_JOB_TOKEN";
 pub const ENV_PROC_RANK: &str = "MONARCH_PROC_RANK";
 /// Set by a host agent: the descriptor of the proc's listening TCP socket.
 pub const ENV_LISTEN_FD: &str = "MONARCH_LISTEN_FD";
+/// The address of the host agent that started this proc (it probes the
+/// proc's heartbeats over the connection the proc opens to it).
+pub const ENV_AGENT: &str = "MONARCH_AGENT";
 
 /// How long a newly started proc may take to report Ready.
 fn spawn_timeout() -> Duration {
@@ -338,6 +341,13 @@ impl Runtime {
             .map_err(|e| Error::io("cannot start I/O thread", e))?;
         let rt = Runtime { inner };
         if let Some(c) = controller {
+            // A proc started by a host agent connects to it first, so the
+            // agent can probe its heartbeats from before it is Ready.
+            if let Ok(agent) = std::env::var(ENV_AGENT) {
+                if let Err(e) = rt.inner.connect(&agent) {
+                    tracing::warn!(%agent, error = %e, "cannot reach this proc's host agent");
+                }
+            }
             let conn = rt.inner.connect(&c)?;
             let mut env = Envelope::new(Kind::Ready);
             env.sender = rt.inner.id.addr.clone();
