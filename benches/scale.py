@@ -8,17 +8,18 @@ the controller under test is a separate process (same example, mode
 `controller`) that attaches them as a host mesh, sits idle, then calls
 every agent and gathers the answers, round after round. Printed per agent
 count: attach time, the controller's CPU while idle (percent of one CPU),
-call+gather to every agent (median latency, controller CPU per round), its
-resident memory, threads and open descriptors.
+call+gather to every agent (median latency, controller CPU per round), the
+time to spawn one proc per host through the agents to every actor's first
+answer (the load generator starts each proc as a runtime of its own that
+connects back and says Ready, as a proc does), and the controller's
+resident memory, threads and open descriptors at the end.
 
     .venv/bin/python benches/scale.py                 # 10, 100, 1000 agents
     .venv/bin/python benches/scale.py --agents 10 100 --idle 2 --rounds 20
 
 Targets (issue 19): idle controller CPU < 1 % at 1,000 agents; cast+gather
-to 1,000 hosts <= 20 ms. What this does not measure yet: spawning procs
-through the agents (the load generator answers `info` and calls, not
-`prepare`/`start`), and casts down a tree of agents (each round is a call
-to every agent from the controller).
+to 1,000 hosts <= 20 ms. What this does not measure yet: casts down a
+tree of agents (each round is a call to every agent from the controller).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def main() -> int:
                 f"{r['idle_cpu_pct']:.2f} %",
                 f"{r['cast_median_s'] * 1e3:.2f} ms",
                 f"{r['cast_cpu_s'] * 1e3:.2f} ms",
+                f"{r['spawn_s'] * 1e3:.0f} ms",
                 f"{r['rss_kib'] / 1024:.1f} MiB",
                 str(r["threads"]),
                 str(r["fds"]),
@@ -118,6 +120,7 @@ def main() -> int:
             "idle CPU (< 1 %)",
             "call+gather all (<= 20 ms)",
             "CPU per round",
+            "spawn 1/host",
             "RSS",
             "threads",
             "fds",

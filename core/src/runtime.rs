@@ -279,6 +279,26 @@ impl Runtime {
         )
     }
 
+    /// A proc's runtime listening on `listener` (known as `addr`), which
+    /// connects to `controller`, authenticates with `secret` and says
+    /// Ready: what `Runtime::new` does in a proc from its environment,
+    /// for many in-process procs (`core/examples/scale_agents.rs`).
+    pub fn proc_on_listener(
+        listener: std::net::TcpListener,
+        addr: String,
+        secret: String,
+        controller: String,
+    ) -> Result<Runtime> {
+        use std::os::fd::IntoRawFd;
+        crate::secret::check(&secret, "the job secret")?;
+        Runtime::start(
+            Listen::Fd(listener.into_raw_fd(), addr),
+            secret,
+            Some(controller),
+            None,
+        )
+    }
+
     fn start(
         listen: Listen,
         token: String,
