@@ -235,7 +235,11 @@ fn controller(idle: Duration, rounds: usize, addrs: &[String]) {
         status("Threads"),
         std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()),
     );
-    rt.shutdown();
+    // Exit without stopping the procs: the load generator's procs answer
+    // no stop (their agent reports no exits), and the bench closes it next.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(0);
 }
 
 fn main() {
