@@ -7,8 +7,10 @@
 //! they start), `start` starts them with the bootstrap environment (their
 //! listening socket inherited), `kill` kills them, `info` names the host.
 //! It reports each proc's exit and streams its stdout/stderr, line by
-//! line, to the controller that started it. Procs of a controller whose
-//! connection is lost are killed. SIGTERM/SIGINT: kill all procs, exit 0.
+//! line, to the controller that started it. It probes its procs'
+//! heartbeats itself and reports a proc that stops answering (the
+//! controller fails it and asks for it to be killed; it probes only the
+//! agents). Procs of a controller whose connection is lost are killed. SIGTERM/SIGINT: kill all procs, exit 0.
 //! `--tls-cert/--tls-key/--tls-ca` turn on mutual TLS for the agent and
 //! its procs (they become `MONARCH_TLS_*` in the environment the procs
 //! inherit; see `monarch_core::tls`).
@@ -26,13 +28,13 @@ use std::time::{Duration, Instant};
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
 use monarch_core::agent_protocol::{
-    AGENT_ACTOR, EXIT, EXIT_CODE, EXIT_SIGNAL, INFO, KILL, LOG, LOG_STDERR, LOG_STDOUT, PREPARE,
-    START,
+    AGENT_ACTOR, EXIT, EXIT_CODE, EXIT_SIGNAL, HUNG, INFO, KILL, LOG, LOG_STDERR, LOG_STDOUT,
+    PREPARE, START,
 };
 use monarch_core::completion::Completion;
 use monarch_core::process::{spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
 use monarch_core::runtime::{
-    ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
+    ENV_AGENT, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
@@ -126,6 +128,8 @@ struct Agent {
     /// unused for `PREPARED_TTL`).
     prepared: Mutex<HashMap<String, (TcpListener, Instant)>>,
     procs: Arc<Mutex<HashMap<String, Proc>>>,
+    /// When the procs' heartbeats were last checked.
+    heartbeats_checked: Mutex<Instant>,
     /// Where our procs also listen on Unix sockets (0700; removed on exit).
     socket_dir: Option<SocketDir>,
 }
@@ -220,6 +224,7 @@ pub fn run(args: &Args) -> ExitCode {
         advertise,
         prepared: Mutex::new(HashMap::new()),
         procs: Arc::new(Mutex::new(HashMap::new())),
+        heartbeats_checked: Mutex::new(Instant::now()),
         socket_dir: monarch_core::random::hex128()
             .map_err(|e| monarch_core::Error::io("no random bytes from the kernel", e))
             .and_then(|name| SocketDir::create(&name[..8]))
@@ -236,6 +241,7 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
         agent.reap_orphaned();
+        agent.check_heartbeats();
     }
     agent.kill_all();
     rt.shutdown();
@@ -344,6 +350,7 @@ impl Agent {
                 (ENV_PROC_ADDR.into(), addr.clone()),
                 (ENV_PROC_RANK.into(), rank.to_string()),
                 (ENV_LISTEN_FD.into(), fd.to_string()),
+                (ENV_AGENT.into(), self.rt.addr().to_string()),
             ];
             let mut child_env = env.clone();
             child_env.extend(own);
@@ -480,6 +487,37 @@ impl Agent {
             if !self.rt.is_connected(&p.controller) {
                 tracing::warn!(%addr, controller = %p.controller, "controller lost; killing its proc");
                 p.child.kill();
+            }
+        }
+    }
+
+    /// Every heartbeat interval: probe our procs, report those that
+    /// stopped answering to their controller (which fails them, then asks
+    /// us to kill them).
+    fn check_heartbeats(&self) {
+        let Some((timeout, every)) = Runtime::heartbeat_timing() else {
+            return;
+        };
+        {
+            let mut at = self.heartbeats_checked.lock();
+            if at.elapsed() < every {
+                return;
+            }
+            *at = Instant::now();
+        }
+        let addrs: Vec<String> = self.procs.lock().keys().cloned().collect();
+        let hung = self.rt.check_heartbeats(&addrs);
+        if hung.is_empty() {
+            return;
+        }
+        let how = format!("stopped answering heartbeats for {timeout:?} (hung)");
+        let procs = self.procs.lock();
+        for addr in hung {
+            if let Some(p) = procs.get(&addr) {
+                tracing::warn!(%addr, "proc stopped answering heartbeats; reporting it");
+                let _ = self
+                    .rt
+                    .report(&p.controller, HUNG, &[addr.as_bytes(), how.as_bytes()]);
             }
         }
     }

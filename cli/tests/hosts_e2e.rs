@@ -432,3 +432,38 @@ fn hung_remote_procs_fail_by_heartbeat_and_their_agent_kills_them() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn procs_of_a_hung_agent_fail_by_the_agents_heartbeat() {
+    init();
+    let a0 = Agent::start(SECRET);
+    let mut a1 = Agent::start(SECRET);
+    let c = Controller {
+        rt: Runtime::new().unwrap(),
+    };
+    let (_hm, _pm, am) = spawn_2x2(&c, &[&a0, &a1]);
+    assert_eq!(ranks(&call(&am, "rank", &[])), [Ok(0), Ok(1), Ok(2), Ok(3)]);
+    // Freeze agent 1 (its procs keep running): the controller probes the
+    // agents, not their procs, so only the agent's silence tells.
+    // SAFETY: signalling a process we started.
+    unsafe { libc::kill(a1.child.id() as i32, libc::SIGSTOP) };
+    let deadline = Instant::now() + HANG;
+    let e = loop {
+        assert!(Instant::now() < deadline, "the hung agent went unnoticed");
+        match am.call("rank", &[], CallMode::All) {
+            Err(e) => break e.message,
+            Ok(f) => {
+                let r = ranks(&wait(&f.unwrap()));
+                assert_eq!(r[..2], [Ok(0), Ok(1)], "{r:?}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    assert!(e.contains("host agent") && e.contains("heartbeats"), "{e}");
+    // Host 0's procs still answer.
+    let f = am.at("hosts", 0).unwrap().call("rank", &[], CallMode::All);
+    assert_eq!(ranks(&wait(&f.unwrap().unwrap())), [Ok(0), Ok(1)]);
+    // SAFETY: as above; the agent then stops on SIGTERM at drop.
+    unsafe { libc::kill(a1.child.id() as i32, libc::SIGCONT) };
+    assert!(a1.alive());
+}

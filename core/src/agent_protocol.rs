@@ -9,6 +9,8 @@
 //!   `K=V`), [`KILL`] `[addr...]`, [`INFO`] (reply: host name).
 //! - agent -> controller, actor [`CONTROL_ACTOR`], no reply:
 //!   [`EXIT`] `[addr, how, EXIT_CODE|EXIT_SIGNAL, n]`,
+//!   [`HUNG`] `[addr, how]` (the proc stopped answering the agent's
+//!   heartbeats; the controller fails it and asks the agent to kill it),
 //!   [`LOG`] `[addr, rank, LOG_STDOUT|LOG_STDERR, line]`.
 
 /// The built-in actor of a host agent.
@@ -27,6 +29,10 @@ pub const INFO: &str = "info";
 
 /// A proc started by the agent exited.
 pub const EXIT: &str = "exit";
+/// A proc started by the agent stopped answering heartbeats (the agent
+/// probes its procs, the controller probes the agents: see
+/// `runtime/heartbeat.rs`).
+pub const HUNG: &str = "hung";
 /// One line of a proc's output.
 pub const LOG: &str = "log";
 

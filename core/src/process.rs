@@ -6,7 +6,7 @@
 //! say) would kill the child when that thread ends.
 
 use parking_lot::Mutex;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -14,6 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::completion::Completion;
 use crate::error::{Error, ErrorKind, Result};
+
+mod reaper;
 
 /// How a child process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,7 +122,7 @@ pub type Output = Option<(std::process::ChildStdout, std::process::ChildStderr)>
 
 /// Start `argv` with `env` added, as a child that dies with this process;
 /// also returns the output pipes when `opts` captures them. `on_exit`
-/// runs on a reaper thread after the child has been reaped.
+/// runs on the reaper thread after the child has been reaped.
 pub fn spawn_child_with(
     argv: &[String],
     env: Vec<(String, String)>,
@@ -196,23 +198,7 @@ pub fn spawn_child_with(
         ready,
         exit: Completion::new(None),
     });
-    let reaped = info.clone();
-    std::thread::Builder::new()
-        .name(format!("monarch-reaper-{}", info.pid))
-        .spawn(move || {
-            let status = child.wait();
-            let exit = match status {
-                Ok(s) => match (s.code(), s.signal()) {
-                    (Some(c), _) => ExitInfo::Code(c),
-                    (None, Some(sig)) => ExitInfo::Signal(sig),
-                    _ => ExitInfo::Code(-1),
-                },
-                Err(_) => ExitInfo::Code(-1),
-            };
-            reaped.exit.complete(exit.clone());
-            on_exit(reaped, exit);
-        })
-        .map_err(|e| Error::io("cannot start reaper thread", e))?;
+    reaper::watch(child, info.clone(), Box::new(on_exit))?;
     Ok((info, output))
 }
 
@@ -429,5 +415,67 @@ mod tests {
             "child never exited"
         );
         assert_eq!(child.exit.take(), Some(ExitInfo::Code(7)));
+    }
+
+    /// The names of this process's threads.
+    fn thread_names() -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .expect("/proc/self/task")
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|n| n.trim_end().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn exits_are_reaped_through_pidfds_by_one_thread() {
+        use std::sync::mpsc;
+        let (tx, rx) = mpsc::channel();
+        let mut children = Vec::new();
+        for code in 0..12 {
+            // Each lives until killed, so all twelve are alive at once.
+            let argv = ["/bin/sh", "-c", "exec sleep 600"].map(String::from);
+            let tx = tx.clone();
+            let (child, _) = spawn_child_with(
+                &argv,
+                Vec::new(),
+                format!("child-{code}"),
+                Completion::new(None),
+                SpawnOpts::default(),
+                move |c, exit| {
+                    let _ = tx.send((c.addr.clone(), exit));
+                },
+            )
+            .expect("spawn /bin/sh");
+            children.push(child);
+        }
+        // Twelve children, yet no reaper thread of their own.
+        let names = thread_names();
+        assert!(
+            !names.iter().any(|n| n.starts_with("monarch-reaper-")),
+            "a thread per child: {names:?}"
+        );
+        assert_eq!(
+            names.iter().filter(|n| *n == "monarch-reaper").count(),
+            1,
+            "{names:?}"
+        );
+        for c in &children {
+            c.kill();
+        }
+        let mut seen = Vec::new();
+        for _ in 0..children.len() {
+            let (addr, exit) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("an exit was never reported");
+            assert_eq!(exit, ExitInfo::Signal(libc::SIGKILL), "{addr}");
+            seen.push(addr);
+        }
+        seen.sort();
+        let mut want: Vec<String> = (0..12).map(|c| format!("child-{c}")).collect();
+        want.sort();
+        assert_eq!(seen, want);
+        for c in &children {
+            assert_eq!(c.exit.take(), Some(ExitInfo::Signal(libc::SIGKILL)));
+        }
     }
 }

@@ -14,8 +14,9 @@
 //! authenticating them, `io` how threads wait.
 //!
 //! Threads: one accept thread (every listener and every connection still
-//! in its handshake), one I/O thread, one reaper thread per child. Sends are written by the calling thread itself (no hop
-//! through an executor); a thread that waits reads the sockets itself, so
+//! in its handshake), one I/O thread, one reaper thread for all children
+//! (pidfds in epoll). Sends are written by the calling thread itself (no
+//! hop through an executor); a thread that waits reads the sockets itself, so
 //! a reply completes its future on the thread that wants it (see `io`).
 
 use parking_lot::Mutex;
@@ -46,6 +47,7 @@ mod io;
 mod links;
 mod listeners;
 mod peers;
+mod poller;
 mod ports;
 use actors::ActorState;
 pub(crate) use children::StartWatch;
@@ -58,6 +60,8 @@ pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
 mod connect_tests;
 #[cfg(test)]
 mod empty_key_tests;
+#[cfg(test)]
+mod many_conns_tests;
 #[cfg(test)]
 mod notify_fd_tests;
 mod setup_errors;
@@ -96,6 +100,9 @@ pub const ENV_JOB_TOKEN: &str = "MONARCH_JOB_TOKEN";
 pub const ENV_PROC_RANK: &str = "MONARCH_PROC_RANK";
 /// Set by a host agent: the descriptor of the proc's listening TCP socket.
 pub const ENV_LISTEN_FD: &str = "MONARCH_LISTEN_FD";
+/// The address of the host agent that started this proc (it probes the
+/// proc's heartbeats over the connection the proc opens to it).
+pub const ENV_AGENT: &str = "MONARCH_AGENT";
 
 /// How long a newly started proc may take to report Ready.
 fn spawn_timeout() -> Duration {
@@ -286,6 +293,26 @@ impl Runtime {
         )
     }
 
+    /// A proc's runtime listening on `listener` (known as `addr`), which
+    /// connects to `controller`, authenticates with `secret` and says
+    /// Ready: what `Runtime::new` does in a proc from its environment,
+    /// for many in-process procs (`core/examples/scale_agents.rs`).
+    pub fn proc_on_listener(
+        listener: std::net::TcpListener,
+        addr: String,
+        secret: String,
+        controller: String,
+    ) -> Result<Runtime> {
+        use std::os::fd::IntoRawFd;
+        crate::secret::check(&secret, "the job secret")?;
+        Runtime::start(
+            Listen::Fd(listener.into_raw_fd(), addr),
+            secret,
+            Some(controller),
+            None,
+        )
+    }
+
     fn start(
         listen: Listen,
         token: String,
@@ -297,12 +324,13 @@ impl Runtime {
         let (listeners, addr) = Listeners::bind(listen)?;
         let notifier = Arc::new(Notifier::new().map_err(|e| Error::io("eventfd", e))?);
         let kick_fd = EventFd::new().map_err(|e| Error::io("eventfd", e))?;
+        let peers = peers::Peers::new().map_err(|e| Error::io("epoll", e))?;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
             id: Identity::new(addr, token, controller.clone(), dir),
             notifier,
             listeners,
             remote: Default::default(),
-            peers: Default::default(),
+            peers,
             ports: Default::default(),
             actors: Default::default(),
             cast_relays: Default::default(),
@@ -349,6 +377,13 @@ impl Runtime {
             .map_err(|e| Error::io("cannot start I/O thread", e))?;
         let rt = Runtime { inner };
         if let Some(c) = controller {
+            // A proc started by a host agent connects to it first, so the
+            // agent can probe its heartbeats from before it is Ready.
+            if let Ok(agent) = std::env::var(ENV_AGENT) {
+                if let Err(e) = rt.inner.connect(&agent) {
+                    tracing::warn!(%agent, error = %e, "cannot reach this proc's host agent");
+                }
+            }
             let conn = rt.inner.connect(&c)?;
             let mut env = Envelope::new(Kind::Ready);
             env.sender = rt.inner.id.addr.clone();

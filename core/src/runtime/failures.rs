@@ -30,7 +30,7 @@ impl Inner {
         self.lifecycle.is_shutting_down() || self.supervision.is_stopping(addr)
     }
 
-    /// A local child exited (its reaper thread calls this).
+    /// A local child exited (the reaper thread calls this).
     pub(super) fn child_exited(&self, child: &Child, exit: &ExitInfo) {
         tracing::debug!(addr = %child.addr, %exit, "proc exited");
         // A proc that was killed could not remove its socket file; nothing
@@ -168,6 +168,13 @@ impl Inner {
     pub(super) fn on_agent_message(&self, peer: &str, env: &Envelope, parts: &[Vec<u8>]) {
         if let Some(e) = self.remote.on_report(peer, &env.method, parts) {
             self.remote_ended(&e.addr, &e.proc, e.cause, e.code, &e.how);
+            if e.cause == FailureCause::HeartbeatLost {
+                // Hung, by its agent's heartbeats: failed first, then killed.
+                if let Some(conn) = self.peers.get(peer) {
+                    let kill = remote::kill_request(&self.id.addr, &e.addr);
+                    self.buffer_small(&conn, &kill, &[e.addr.as_bytes()]);
+                }
+            }
         }
     }
 
@@ -373,11 +380,13 @@ impl Inner {
     /// reported as HeartbeatLost), probe the others.
     fn heartbeat_round(&self, timeout: Duration) {
         let children: Vec<_> = self.children.all();
+        let agents = self.remote.agents_running();
         self.heartbeat.retain(|addr| {
             children
                 .iter()
                 .any(|c| c.addr == addr && !c.exit.is_ready())
                 || self.remote.is_live(addr)
+                || agents.contains(addr)
         });
         let ready = children
             .iter()
@@ -393,37 +402,34 @@ impl Inner {
         self.probe(&checked.live);
     }
 
-    /// One round over procs started by host agents: probe those that said
-    /// Ready; one silent for `timeout` (hung, or behind a cut link) is
-    /// declared failed with cause HeartbeatLost, and its agent is asked to
-    /// kill it.
+    /// One round over the host agents that started procs still running:
+    /// each agent probes its own procs and reports the hung ones (as an
+    /// exit with cause HeartbeatLost), so here only the agents are probed.
+    /// An agent silent for `timeout` (hung, or behind a cut link) can
+    /// neither watch nor kill its procs: they are declared failed with
+    /// cause HeartbeatLost.
     fn remote_heartbeat_round(&self, timeout: Duration) {
-        let targets: Vec<(String, Arc<RemoteProc>)> = self
-            .remote
-            .running()
-            .into_iter()
-            .filter(|(a, _)| !self.children.is_starting(a))
-            .collect();
-        if targets.is_empty() {
+        let agents = self.remote.agents_running();
+        if agents.is_empty() {
             return;
         }
-        let checked = self
-            .heartbeat
-            .check(targets.iter().map(|(a, _)| a.clone()), timeout);
+        let checked = self.heartbeat.check(agents, timeout);
         self.probe(&checked.live);
-        for addr in checked.hung {
-            let Some((_, p)) = targets.iter().find(|(a, _)| *a == addr) else {
-                continue;
-            };
-            tracing::warn!(%addr, ?timeout, "remote proc stopped answering heartbeats; asking its agent to kill it");
-            if let Some(conn) = self.peers.get(&p.agent) {
-                let kill = remote::kill_request(&self.id.addr, &addr);
-                self.buffer_small(&conn, &kill, &[addr.as_bytes()]);
-            }
+        for agent in checked.hung {
+            tracing::warn!(%agent, ?timeout, "host agent stopped answering heartbeats; failing its procs");
             let how = format!(
-                "stopped answering heartbeats for {timeout:?} (hung, or its host is cut off)"
+                "is unreachable: its host agent {agent} stopped answering heartbeats for \
+                 {timeout:?} (hung, or its host is cut off)"
             );
-            self.remote_ended(&addr, p, FailureCause::HeartbeatLost, 0, &how);
+            for (addr, p) in self.remote.of_agent(&agent) {
+                if !p.exit.is_ready() && !self.children.is_starting(&addr) {
+                    if let Some(conn) = self.peers.get(&agent) {
+                        let kill = remote::kill_request(&self.id.addr, &addr);
+                        self.buffer_small(&conn, &kill, &[addr.as_bytes()]);
+                    }
+                    self.remote_ended(&addr, &p, FailureCause::HeartbeatLost, 0, &how);
+                }
+            }
         }
     }
 
@@ -436,6 +442,37 @@ impl Inner {
                 self.buffer_small(&conn, &env, &[]);
             }
         }
+    }
+}
+
+impl Runtime {
+    /// For a host agent: probe the procs at `addrs` (started by this
+    /// agent, each connected to it: a proc connects to its agent,
+    /// `ENV_AGENT`, before it says Ready) and return those newly declared
+    /// hung: silent for the heartbeat timeout. A proc not connected (still
+    /// starting) is not checked. Empty while heartbeats are off
+    /// (`MONARCH_HEARTBEAT_TIMEOUT_MS=0`).
+    pub fn check_heartbeats(&self, addrs: &[String]) -> Vec<String> {
+        let Some(timeout) = heartbeat::timeout() else {
+            return Vec::new();
+        };
+        let inner = &self.inner;
+        inner.heartbeat.record();
+        let connected: Vec<String> = addrs
+            .iter()
+            .filter(|a| inner.peers.contains(a))
+            .cloned()
+            .collect();
+        inner.heartbeat.retain(|a| addrs.iter().any(|x| x == a));
+        let checked = inner.heartbeat.check(connected, timeout);
+        inner.probe(&checked.live);
+        checked.hung
+    }
+
+    /// The heartbeat timeout (None: heartbeats are off), read once from
+    /// `MONARCH_HEARTBEAT_TIMEOUT_MS`, and the interval of the probes.
+    pub fn heartbeat_timing() -> Option<(Duration, Duration)> {
+        heartbeat::timeout().map(|t| (t, heartbeat::interval(t)))
     }
 }
 

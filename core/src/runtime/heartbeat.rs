@@ -2,7 +2,9 @@
 //! which were declared hung.
 //!
 //! A process that started procs probes each of them every `interval` with
-//! a `Heartbeat` frame; a proc answers `HeartbeatAck` from whichever thread
+//! a `Heartbeat` frame (procs started by host agents are probed by their
+//! agent, which reports the hung ones; the controller probes the agents,
+//! so it sends O(hosts) probes, not O(procs)); a proc answers `HeartbeatAck` from whichever thread
 //! reads its socket (the binding's thread waiting for events, or the I/O
 //! thread while the binding is busy), so a proc whose actors are busy still
 //! answers, and only a hung process (stopped, deadlocked in the kernel,
@@ -53,6 +55,9 @@ pub(super) struct Checked {
 pub(super) struct Heartbeat {
     /// Whether the probing thread runs.
     started: AtomicBool,
+    /// Whether answers are recorded without that thread (a host agent
+    /// probing its procs, see `Runtime::check_heartbeats`).
+    recording: AtomicBool,
     /// When each ready proc last answered (or became ready).
     seen: Mutex<HashMap<String, Instant>>,
     /// Procs declared hung.
@@ -72,9 +77,14 @@ impl Heartbeat {
 
     /// Proc `peer` said Ready or answered a heartbeat.
     pub(super) fn seen(&self, peer: &str) {
-        if self.started.load(Ordering::Relaxed) {
+        if self.started.load(Ordering::Relaxed) || self.recording.load(Ordering::Relaxed) {
             self.seen.lock().insert(peer.to_string(), Instant::now());
         }
+    }
+
+    /// Record answers from now on, without a probing thread.
+    pub(super) fn record(&self) {
+        self.recording.store(true, Ordering::Relaxed);
     }
 
     /// Whether proc `addr` was declared hung.

@@ -2,8 +2,9 @@
 //!
 //! Threads that wait inside the runtime read its sockets themselves: they
 //! spin briefly (reading now and then), then sleep in `poll` on their own
-//! wake-up eventfd *and* all connections, so a reply or message is read by
-//! the thread that wants it. The I/O thread ("monarch-io") reads only while
+//! wake-up eventfd *and* all connections (with many connections, the epoll
+//! set of them: `poller`), so a reply or message is read by the thread
+//! that wants it. The I/O thread ("monarch-io") reads only while
 //! nobody has been waiting for a while, or while a foreign event loop
 //! watches the notification fd; it also guarantees that batched frames are
 //! written within `FLUSH_DELAY`. See docs/architecture.md, "Waiting".
@@ -65,6 +66,21 @@ pub(super) const PUMP_EVERY: u32 = 4;
 /// With more connections than this, a spinning waiter first asks `poll`
 /// which ones have data (one syscall) instead of reading each.
 pub(super) const POLL_FIRST_ABOVE: usize = 2;
+
+/// With more connections than this, threads sleep on the epoll set of
+/// connections (one descriptor) and read only those it reports ready,
+/// instead of polling every connection: the cost of a wait follows the
+/// active connections. With this many or fewer, one `poll` over them all
+/// costs less than `poll` plus `epoll_wait`.
+pub(super) const EPOLL_ABOVE: usize = 16;
+
+/// What a sleeping thread watched, to read what woke it.
+enum Watched {
+    /// Each connection (same order as the `pollfd`s after the first).
+    Each(Vec<Arc<Conn>>, Vec<libc::pollfd>),
+    /// The epoll set; whether it polled readable.
+    Set(bool),
+}
 
 /// How long no thread must have waited before the I/O thread reads.
 pub(super) const IO_IDLE_TICK: Duration = Duration::from_millis(10);
@@ -199,15 +215,12 @@ impl Inner {
                 self.io.polling.store(false, Ordering::SeqCst);
                 continue;
             }
-            let conns = self.conn_list();
-            let mut fds = vec![pollin(kick)];
-            fds.extend(conns.iter().map(|c| pollin(c.fd())));
-            poll_fds(&mut fds, flush_wait);
+            let (kicked, watched) = self.sleep_on_conns(kick, flush_wait);
             self.io.polling.store(false, Ordering::SeqCst);
-            if fds[0].revents != 0 {
+            if kicked {
                 eventfd::drain(kick);
             }
-            self.pump_polled(&conns, &fds[1..]);
+            self.pump_watched(watched);
         }
     }
 
@@ -302,10 +315,14 @@ impl Inner {
     }
 
     /// `pump`, costing one syscall when nothing arrived: with several
-    /// connections (a controller's), ask `poll` which ones have something
-    /// (or were closed) and read only those, instead of one read per
-    /// connection.
+    /// connections (a controller's), ask `poll` (or, with many, the epoll
+    /// set) which ones have something (or were closed) and read only
+    /// those, instead of one read per connection.
     pub(super) fn pump_ready(self: &Arc<Self>) {
+        if self.peers.poller.len() > EPOLL_ABOVE {
+            self.pump_epoll();
+            return;
+        }
         let conns = self.conn_list();
         if conns.len() <= POLL_FIRST_ABOVE {
             for conn in &conns {
@@ -316,6 +333,39 @@ impl Inner {
         let mut fds: Vec<libc::pollfd> = conns.iter().map(|c| pollin(c.fd())).collect();
         poll_fds(&mut fds, Some(Duration::ZERO));
         self.pump_polled(&conns, &fds);
+    }
+
+    /// Read the connections the epoll set reports ready.
+    fn pump_epoll(self: &Arc<Self>) {
+        for conn in self.peers.poller.ready() {
+            self.try_drain(&conn);
+        }
+    }
+
+    /// Sleep until `own` is signalled, a connection has something to read
+    /// or `timeout` passes: in `poll` over `own` and every connection, or,
+    /// with many connections, over `own` and the epoll set. Returns
+    /// whether `own` was signalled, and what to read.
+    fn sleep_on_conns(&self, own: RawFd, timeout: Option<Duration>) -> (bool, Watched) {
+        if self.peers.poller.len() > EPOLL_ABOVE {
+            let mut fds = [pollin(own), pollin(self.peers.poller.fd())];
+            poll_fds(&mut fds, timeout);
+            return (fds[0].revents != 0, Watched::Set(fds[1].revents != 0));
+        }
+        let conns = self.conn_list();
+        let mut fds = vec![pollin(own)];
+        fds.extend(conns.iter().map(|c| pollin(c.fd())));
+        poll_fds(&mut fds, timeout);
+        (fds[0].revents != 0, Watched::Each(conns, fds))
+    }
+
+    /// Read what `sleep_on_conns` reported.
+    fn pump_watched(self: &Arc<Self>, watched: Watched) {
+        match watched {
+            Watched::Each(conns, fds) => self.pump_polled(&conns, &fds[1..]),
+            Watched::Set(true) => self.pump_epoll(),
+            Watched::Set(false) => {}
+        }
     }
 
     /// Read the connections whose `fds` entry (same order) polled ready.
@@ -402,12 +452,9 @@ impl Inner {
             let mut signalled = true;
             let mut polled = None;
             if !done {
-                let conns = self.conn_list();
-                let mut fds = vec![pollin(own)];
-                fds.extend(conns.iter().map(|c| pollin(c.fd())));
-                poll_fds(&mut fds, timeout);
-                signalled = fds[0].revents != 0;
-                polled = Some((conns, fds));
+                let (woken, watched) = self.sleep_on_conns(own, timeout);
+                signalled = woken;
+                polled = Some(watched);
             }
             {
                 let mut fds = self.parking.fds.lock();
@@ -425,7 +472,7 @@ impl Inner {
             match polled {
                 // Read what woke us (a wake-up of our own eventfd means
                 // another thread changed something: re-check first).
-                Some((conns, fds)) => self.pump_polled(&conns, &fds[1..]),
+                Some(watched) => self.pump_watched(watched),
                 None => self.pump(),
             }
             if !ready()

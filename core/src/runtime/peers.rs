@@ -7,11 +7,13 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::poller::Poller;
 use super::HashMap;
 use crate::conn::Conn;
 
-#[derive(Default)]
 pub(super) struct Peers {
+    /// Every connection to read, spares included, once each.
+    pub(super) poller: Poller,
     conns: Mutex<HashMap<String, Arc<Conn>>>,
     /// Connections to peers already reached by another one: when two procs
     /// connect to each other at once, each may send on either connection,
@@ -26,6 +28,17 @@ pub(super) struct Peers {
 }
 
 impl Peers {
+    pub(super) fn new() -> std::io::Result<Peers> {
+        Ok(Peers {
+            poller: Poller::new()?,
+            conns: Default::default(),
+            spares: Default::default(),
+            connecting: Default::default(),
+            lost: Default::default(),
+            any_lost: AtomicBool::new(false),
+        })
+    }
+
     /// The connection known under `addr`.
     #[inline]
     pub(super) fn get(&self, addr: &str) -> Option<Arc<Conn>> {
@@ -36,13 +49,10 @@ impl Peers {
         self.conns.lock().contains_key(addr)
     }
 
-    /// Every connection to read (a peer known under two names appears
-    /// twice), spares included.
+    /// Every connection to read, spares included.
     #[inline]
     pub(super) fn list(&self) -> Vec<Arc<Conn>> {
-        let mut all: Vec<Arc<Conn>> = self.conns.lock().values().cloned().collect();
-        all.extend(self.spares.lock().iter().cloned());
-        all
+        self.poller.all()
     }
 
     /// Register `conn` under `name` unless a connection is known under it
@@ -66,12 +76,14 @@ impl Peers {
         if !Arc::ptr_eq(&c, conn) {
             self.spares.lock().push(conn.clone());
         }
+        self.poller.add(conn);
         c
     }
 
     /// Forget `conn` under every name; returns whether its peer is still
     /// reached by another connection (sent on, or a spare).
     pub(super) fn forget(&self, conn: &Arc<Conn>) -> bool {
+        self.poller.remove(conn);
         let mut conns = self.conns.lock();
         conns.retain(|_, c| !Arc::ptr_eq(c, conn));
         let mut spares = self.spares.lock();
@@ -93,8 +105,12 @@ impl Peers {
 
     /// Remove and return every connection, spares included.
     pub(super) fn drain(&self) -> Vec<Arc<Conn>> {
-        let mut all: Vec<Arc<Conn>> = self.conns.lock().drain().map(|(_, c)| c).collect();
-        all.append(&mut self.spares.lock());
+        self.conns.lock().clear();
+        self.spares.lock().clear();
+        let all = self.poller.all();
+        for c in &all {
+            self.poller.remove(c);
+        }
         all
     }
 

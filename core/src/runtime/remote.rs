@@ -19,7 +19,7 @@ use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
 
 pub use crate::agent_protocol::{AGENT_ACTOR, CONTROL_ACTOR};
-use crate::agent_protocol::{EXIT, EXIT_SIGNAL, KILL, LOG, LOG_STDERR};
+use crate::agent_protocol::{EXIT, EXIT_SIGNAL, HUNG, KILL, LOG, LOG_STDERR};
 
 /// A proc started by a host agent.
 pub(crate) struct RemoteProc {
@@ -75,13 +75,13 @@ impl RemoteProcs {
         self.procs.lock().keys().cloned().collect()
     }
 
-    /// The procs that have not ended.
-    pub(super) fn running(&self) -> Vec<(String, Arc<RemoteProc>)> {
+    /// The agents that have procs still running.
+    pub(super) fn agents_running(&self) -> std::collections::HashSet<String> {
         self.procs
             .lock()
-            .iter()
-            .filter(|(_, p)| !p.exit.is_ready())
-            .map(|(a, p)| (a.clone(), p.clone()))
+            .values()
+            .filter(|p| !p.exit.is_ready())
+            .map(|p| p.agent.clone())
             .collect()
     }
 
@@ -98,7 +98,8 @@ impl RemoteProcs {
     }
 
     /// A report from the agent at `peer` (a frame for [`CONTROL_ACTOR`]):
-    /// a log line is written out here; a proc's exit is returned.
+    /// a log line is written out here; a proc's exit, or that it hung, is
+    /// returned.
     pub(super) fn on_report(
         &self,
         peer: &str,
@@ -133,6 +134,20 @@ impl RemoteProcs {
                     how,
                 })
             }
+            HUNG => {
+                let addr = text(0);
+                let p = self.get(&addr)?;
+                if p.agent != peer || p.exit.is_ready() {
+                    return None;
+                }
+                Some(RemoteExit {
+                    addr,
+                    proc: p,
+                    cause: FailureCause::HeartbeatLost,
+                    code: 0,
+                    how: text(1),
+                })
+            }
             LOG => {
                 let rank = text(1).parse::<u64>().ok();
                 let stderr = parts
@@ -164,12 +179,7 @@ pub(super) fn kill_request(sender: &str, addr: &str) -> Envelope {
 impl Runtime {
     /// Call `method` of the agent at `agent` with `parts`; the future's
     /// single value is the agent's answer.
-    pub(crate) fn call_agent(
-        &self,
-        agent: &str,
-        method: &str,
-        parts: &[&[u8]],
-    ) -> Result<super::Future> {
+    pub fn call_agent(&self, agent: &str, method: &str, parts: &[&[u8]]) -> Result<super::Future> {
         self.check_running()?;
         let shape = Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid");
         let (port, fut) = self.open_gather(shape, vec![agent.to_string()], None);
