@@ -33,7 +33,7 @@ CARGO_PROFILE := --release
 # procs of this run (see scripts/check-orphans.sh).
 ORPHAN_TAG := $(shell od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
-.PHONY: help venv build header schema install install-prefix test-install pkg-config-tool tmux-tool julia test-julia demo test lint fmt bench \
+.PHONY: help venv build header schema install install-prefix test-install test-otel pkg-config-tool tmux-tool julia test-julia demo test lint fmt bench \
 	check-cargo clean distclean \
 	cpp test-cpp cpp-asan bench-cpp bench-hosts bench-slurm slurm-install slurm-up slurm-down test-slurm slurm-tests bench-supervision
 
@@ -52,6 +52,7 @@ help:
 	@echo "make fmt       cargo fmt, ruff format of examples/scripts"
 	@echo "make bench     run benches/run.py (Python + C++ rows; builds the C++ bench), benches/rdma.py (data plane), benches/meshes.py, benches/native_cast.py (in-process casts vs N), benches/supervision.py, benches/tensors.py"
 	@echo "make bench-supervision  SIGKILL -> caller error latency, idle heartbeat CPU on 8 procs"
+	@echo "make test-otel the OpenTelemetry export test (feature otel, a local OTLP/HTTP receiver)"
 	@echo "make julia     install Julia 1.5.3 from Debian bullseye when no working julia is on PATH (root)"
 	@echo "make test-julia the Julia binding's tests (bindings/julia/test) and examples/julia"
 	@echo "make cpp       install the C++ package into build/cpp/install, build its tests and examples/cpp"
@@ -111,6 +112,12 @@ install-prefix: venv build
 # The user's install paths from outside the repository (scripts/test-install.sh).
 test-install: venv build pkg-config-tool
 	PYTHON=$(PYTHON) scripts/test-install.sh
+
+# The OpenTelemetry exporter (cargo feature `otel`, off in default builds):
+# real procs export their spans to an OTLP/HTTP receiver inside the test.
+# Run last by `make test`: it re-links target/release/monarch with the feature.
+test-otel: check-cargo
+	$(CARGO) test $(CARGO_PROFILE) -p monarch-cli --features otel --test otel_e2e
 
 # Julia 1.5 from Debian bullseye unless a working `julia` is on PATH (scripts/install-julia.sh, root).
 julia:
@@ -214,6 +221,7 @@ MODULE_CYCLES := $(VPY) scripts/check-module-cycles.py --python bindings/python/
 lint: venv check-cargo
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features monarch-cli/otel,monarch-ffi/otel -- -D warnings
 	$(VENV)/bin/ruff check
 	$(MODULE_CYCLES)
 
@@ -227,6 +235,7 @@ test: venv build install julia tmux-tool
 	$(VENV)/bin/ruff check
 	$(MODULE_CYCLES)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features monarch-cli/otel,monarch-ffi/otel -- -D warnings
 	$(CARGO) test $(CARGO_PROFILE) --workspace
 	$(VPY) -m pytest -q bindings/python/tests tests/cross_language
 	@for f in $(EXAMPLES); do echo "$(VPY) $$f"; timeout 120 $(VPY) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
@@ -234,6 +243,7 @@ test: venv build install julia tmux-tool
 	$(MAKE) --no-print-directory test-cpp cpp-asan
 	$(MAKE) --no-print-directory test-install
 	$(MAKE) --no-print-directory test-slurm
+	$(MAKE) --no-print-directory test-otel
 	scripts/check-orphans.sh
 
 # ---------------------------------------------------------------- clean

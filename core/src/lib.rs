@@ -52,6 +52,8 @@ pub mod logfiles;
 pub mod logs;
 mod mesh;
 mod multicast;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod port;
 pub mod process;
 pub mod progress;

@@ -39,8 +39,10 @@ pub const ENV_TRACE: &str = "MONARCH_TRACE";
 const ASYNC_SPANS: &[&str] = &["spawn", "handle"];
 
 /// Install this process's `tracing` subscriber once: the stderr log
-/// (`MONARCH_LOG`, default `warn`) and, when `MONARCH_TRACE` is set, the
-/// Chrome trace exporter. Later calls do nothing.
+/// (`MONARCH_LOG`, default `warn`), when `MONARCH_TRACE` is set the
+/// Chrome trace exporter and, built with the feature `otel` and a
+/// collector named by `OTEL_EXPORTER_OTLP_ENDPOINT`, the OpenTelemetry
+/// exporter. Later calls do nothing.
 pub fn install_subscriber() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
@@ -48,18 +50,25 @@ pub fn install_subscriber() {
         let log = tracing_subscriber::fmt::layer()
             .with_writer(io::stderr)
             .with_filter(EnvFilter::new(filter));
-        let chrome = chrome_layer().map(|l| {
-            l.with_filter(
-                Targets::new()
-                    .with_target("monarch_core", tracing::Level::INFO)
-                    .with_target("monarch_rdma", tracing::Level::INFO),
-            )
-        });
+        let chrome = chrome_layer().map(|l| l.with_filter(runtime_spans()));
+        #[cfg(feature = "otel")]
+        let otel = crate::otel::layer(process_label()).map(|l| l.with_filter(runtime_spans()));
+        #[cfg(not(feature = "otel"))]
+        let otel: Option<tracing_subscriber::layer::Identity> = None;
         let _ = tracing_subscriber::registry()
             .with(log)
             .with(chrome)
+            .with(otel)
             .try_init();
     });
+}
+
+/// What the exporters take: the runtime's spans, and nothing of the
+/// libraries an exporter itself uses (which would feed back into it).
+fn runtime_spans() -> Targets {
+    Targets::new()
+        .with_target("monarch_core", tracing::Level::INFO)
+        .with_target("monarch_rdma", tracing::Level::INFO)
 }
 
 /// The merged trace's path, when tracing is on.
@@ -128,6 +137,8 @@ pub fn flush() {
     if let Some(p) = PART.get() {
         let _ = p.lock().flush();
     }
+    #[cfg(feature = "otel")]
+    crate::otel::flush();
 }
 
 /// Whether this process is a controller that merges the trace.
