@@ -125,6 +125,11 @@ struct Span {
 }
 
 impl Span {
+    /// Whether this is a span `name` of a call to `echo`.
+    fn of_echo(&self, name: &str) -> bool {
+        self.name == name && self.attrs.get("method").map(String::as_str) == Some("echo")
+    }
+
     fn attr(&self, key: &str) -> &str {
         self.attrs
             .get(key)
@@ -278,14 +283,14 @@ fn spans_of_every_proc_reach_an_otlp_receiver() {
     rt.shutdown();
 
     let me = std::process::id().to_string();
-    // The controller's `call` and a `handle` from each worker, whatever
-    // order the exports arrive in.
+    // The controller's `call` to `echo` and a `handle` of it from each
+    // worker, whatever order the exports arrive in.
     let complete = |r: &Received| {
-        let calls = r.spans.iter().any(|s| s.name == "call" && s.pid == me);
+        let calls = r.spans.iter().any(|s| s.of_echo("call") && s.pid == me);
         let handlers: HashSet<&str> = r
             .spans
             .iter()
-            .filter(|s| s.name == "handle" && s.pid != me)
+            .filter(|s| s.of_echo("handle") && s.pid != me)
             .map(|s| s.pid.as_str())
             .collect();
         calls && handlers.len() == PROCS
@@ -311,7 +316,7 @@ fn spans_of_every_proc_reach_an_otlp_receiver() {
     assert!(ctl.iter().all(|s| s.process.starts_with("controller ")));
     let the_call = ctl
         .iter()
-        .find(|s| s.name == "call" && s.attr("method") == "echo")
+        .find(|s| s.of_echo("call"))
         .expect("the controller's call span");
     assert_eq!(the_call.attr("actor"), "echo");
     let sends: Vec<&&Span> = ctl
@@ -324,10 +329,7 @@ fn spans_of_every_proc_reach_an_otlp_receiver() {
 
     // Each worker handled that message, and replied inside its handle.
     let mut ranks = HashSet::new();
-    for h in spans
-        .iter()
-        .filter(|s| s.name == "handle" && s.pid != me && s.attr("method") == "echo")
-    {
+    for h in spans.iter().filter(|s| s.of_echo("handle") && s.pid != me) {
         assert!(h.process.starts_with("proc rank "), "{h:?}");
         assert_eq!(h.attr("msg"), msg, "handle of another message: {h:?}");
         ranks.insert(h.attr("rank").to_string());
