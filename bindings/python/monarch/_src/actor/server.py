@@ -107,8 +107,6 @@ EVENT_STOP_PROC = lib.MONARCH_EVENT_STOP_PROC
 EVENT_SUPERVISE = lib.MONARCH_EVENT_SUPERVISE
 
 _event_free = lib.monarch_event_free
-# MONARCH_DEBUG_POSTMORTEM: an endpoint's exception opens a debug session first.
-_POST_MORTEM = post_mortem_enabled()
 _reply_one_and_free = lib.monarch_event_reply_one_and_free
 _next_event_header = lib.monarch_runtime_next_event_header
 _event_nparts = lib.monarch_event_nparts
@@ -146,6 +144,10 @@ class Server:
         self._run_cleanups = True  # run __cleanup__ when stopping (not once the runtime is gone)
         self._main: Worker | None = None
         self._timeout_ms = -1
+        # MONARCH_DEBUG_POSTMORTEM: an endpoint's exception opens a debug
+        # session first. Read here, not at import: a proc forked from the
+        # zygote gets its environment after the import.
+        self.post_mortem = post_mortem_enabled()
         self._stop_when: Callable[[], bool] | None = None
 
     def serve(self, timeout_ms: int = -1, stop_when: Callable[[], bool] | None = None) -> None:
@@ -498,7 +500,7 @@ class Worker:
                 if kills(exc):
                     self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 else:
-                    if _POST_MORTEM:
+                    if self.server.post_mortem:
                         post_mortem(exc, hosted)
                     self._reply_err(ev, exc)
             finally:
@@ -572,7 +574,7 @@ class Worker:
             if hosted is not None and kills(exc):
                 self._fail(ev, hosted, exc, f"endpoint {method.decode()!r} raised")
                 return
-            if _POST_MORTEM and hosted is not None:
+            if self.server.post_mortem and hosted is not None:
                 post_mortem(exc, hosted)
             if not self._wants_reply(ev):
                 sys.stderr.write(
