@@ -711,7 +711,10 @@ mod tests {
                 (OsString::from("PYTHONPATH"), OsString::from(v)),
                 (OsString::from("TERM"), OsString::from("xterm")),
                 (OsString::from("HOME"), OsString::from("/h")),
-                (OsString::from("MONARCH_DATA_PLANE_THRESHOLD"), OsString::from("1024")),
+                (
+                    OsString::from("MONARCH_DATA_PLANE_THRESHOLD"),
+                    OsString::from("1024"),
+                ),
             ]
         };
         let argv = [
