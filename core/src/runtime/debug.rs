@@ -317,18 +317,9 @@ impl Inner {
             self.trust.refused(peer, "debug Message", why);
             return;
         }
-        if env.reply_port == 0 {
+        let Some(to) = ReplyTo::of(env) else {
             tracing::warn!(%peer, method = %env.method, "debug request without a reply port dropped");
             return;
-        }
-        let to = ReplyTo {
-            peer: if env.reply_to.is_empty() {
-                env.sender.clone()
-            } else {
-                env.reply_to.clone()
-            },
-            port: env.reply_port,
-            slot: env.reply_slot,
         };
         let ev = Event::refusal(to, Arc::downgrade(self));
         let answers = self.debug.handle(&env.method, parts, &env.sender, ev);

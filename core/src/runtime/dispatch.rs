@@ -107,15 +107,7 @@ impl Inner {
                         return;
                     }
                 }
-                let reply = (env.reply_port != 0).then(|| ReplyTo {
-                    peer: if env.reply_to.is_empty() {
-                        env.sender.clone()
-                    } else {
-                        env.reply_to.clone()
-                    },
-                    port: env.reply_port,
-                    slot: env.reply_slot,
-                });
+                let reply = ReplyTo::of(&env);
                 if env.actor.is_empty() {
                     // The empty key names no actor; a stop for it would
                     // stand for the top level and stop every proc mesh.

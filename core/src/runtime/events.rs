@@ -40,6 +40,22 @@ pub(super) struct ReplyTo {
     pub(super) slot: u64,
 }
 
+impl ReplyTo {
+    /// Where a received frame's answer goes (the frame's `reply_to`, else
+    /// its sender); `None` when nobody waits for one.
+    pub(super) fn of(env: &crate::wire::Envelope) -> Option<ReplyTo> {
+        (env.reply_port != 0).then(|| ReplyTo {
+            peer: if env.reply_to.is_empty() {
+                env.sender.clone()
+            } else {
+                env.reply_to.clone()
+            },
+            port: env.reply_port,
+            slot: env.reply_slot,
+        })
+    }
+}
+
 /// One unit of work for the binding that hosts this proc's actors.
 pub struct Event {
     /// What the binding is asked to do.

@@ -84,17 +84,8 @@ impl Inner {
             self.trust.refused(peer, "introspection request", why);
             return;
         }
-        if env.reply_port == 0 {
+        let Some(to) = ReplyTo::of(&env) else {
             return;
-        }
-        let to = ReplyTo {
-            peer: if env.reply_to.is_empty() {
-                env.sender.clone()
-            } else {
-                env.reply_to.clone()
-            },
-            port: env.reply_port,
-            slot: env.reply_slot,
         };
         match env.method.as_str() {
             PROC => {
