@@ -128,15 +128,12 @@ test-julia: julia build
 	timeout 300 $(JULIA) bindings/julia/test/runtests.jl
 	@for f in $(JULIA_EXAMPLES); do echo "$(JULIA) $$f"; timeout 180 $(JULIA) $$f >/dev/null || { echo "example $$f failed" >&2; exit 1; }; done
 
-# `monarch top` is tested by driving it in tmux (bindings/python/tests/test_top.py).
-tmux-tool:
-	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; }
-
 # A fresh machine may lack pkg-config (used by test-install).
 pkg-config-tool:
 	@command -v pkg-config >/dev/null || { apt-get update -qq && apt-get install -y -qq pkg-config >/dev/null; }
 
-# The remote-debugging tests drive `monarch debug` in tmux (bindings/python/tests/test_debug.py).
+# `monarch debug` and `monarch top` are tested by driving them in tmux
+# (bindings/python/tests/test_debug.py, test_top.py).
 tmux-tool:
 	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux >/dev/null; }
 
