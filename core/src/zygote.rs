@@ -102,15 +102,10 @@ pub fn wanted(env: &[(String, String)]) -> bool {
         && std::env::var(ENV_USE_ZYGOTE).map_or(true, |v| v != "0")
 }
 
-/// Variables read when a process starts (the interpreter's, the dynamic
-/// linker's, and monarch's settings, which modules may read at import): a
-/// zygote serves only spawns that agree with it on them. A proc's identity
-/// variables are added after the key is taken, so they do not count.
+/// Variables read when a process starts (the interpreter's and the dynamic
+/// linker's): a zygote serves only spawns that agree with it on them.
 fn acts_at_startup(key: &[u8]) -> bool {
-    key.starts_with(b"PYTHON")
-        || key.starts_with(b"LD_")
-        || key.starts_with(b"MALLOC_")
-        || key.starts_with(b"MONARCH_")
+    key.starts_with(b"PYTHON") || key.starts_with(b"LD_") || key.starts_with(b"MALLOC_")
 }
 
 /// The environment a child started now would get: ours with `extra` on top.
@@ -705,16 +700,13 @@ mod tests {
     use std::io::{Read, Write};
 
     #[test]
-    fn the_key_holds_the_command_the_startup_variables_and_monarch_settings() {
+    fn the_key_holds_the_command_and_only_the_startup_variables() {
         let env = |v: &str| {
             vec![
                 (OsString::from("PYTHONPATH"), OsString::from(v)),
                 (OsString::from("TERM"), OsString::from("xterm")),
                 (OsString::from("HOME"), OsString::from("/h")),
-                (
-                    OsString::from("MONARCH_DATA_PLANE_THRESHOLD"),
-                    OsString::from("1024"),
-                ),
+                (OsString::from("MONARCH_PROC_RANK"), OsString::from("3")),
             ]
         };
         let argv = [
@@ -729,9 +721,8 @@ mod tests {
         other[2].1 = "/elsewhere".into();
         assert_eq!(key_of(&argv, &env("/a")), key_of(&argv, &other));
         assert_ne!(key_of(&argv, &env("/a")), key_of(&argv[..2], &env("/a")));
-        // Monarch's settings are read at import, in the zygote.
-        other[3].1 = "2048".into();
-        assert_ne!(key_of(&argv, &env("/a")), key_of(&argv, &other));
+        other[3].1 = "4".into();
+        assert_eq!(key_of(&argv, &env("/a")), key_of(&argv, &other));
     }
 
     #[test]

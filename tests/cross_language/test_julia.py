@@ -25,8 +25,17 @@ JULIA = shutil.which("julia")
 pytestmark = pytest.mark.skipif(JULIA is None, reason="julia is not on PATH (make julia installs it)")
 
 
+def precompile_monarch_jl():
+    """Compile Monarch.jl's cache once: Julia 1.5 worker procs that start
+    together with no cache each compile it, and race on its files."""
+    binding = os.path.join(HERE, "..", "..", "bindings", "julia")
+    code = f"pushfirst!(LOAD_PATH, \"{binding}\"); using Monarch"
+    subprocess.run([JULIA, "--startup-file=no", "-e", code], check=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def julia_procs():
+    precompile_monarch_jl()
     argv = [JULIA, "--startup-file=no", os.path.join(HERE, "julia_actors.jl")]
     pm = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=argv)
     yield pm
