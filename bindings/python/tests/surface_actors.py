@@ -2,6 +2,7 @@
 
 import logging
 import os
+import sys
 
 from monarch.actor import Actor, context, current_actor_name, endpoint, get_or_spawn_controller
 
@@ -14,6 +15,11 @@ class Leaf(Actor):
     @endpoint
     def env(self, name):
         return os.environ.get(name)
+
+    @endpoint
+    def xoption(self, name):
+        """An ``-X name=value`` option of this proc's interpreter."""
+        return sys._xoptions.get(name)
 
     def plain(self, x):
         """Not an endpoint: reached through as_endpoint(mesh.plain)."""

@@ -3,8 +3,6 @@ large RDMA read, an operation the program reports itself, and the status
 line on a controller's terminal (a pty), absent when stderr is a pipe."""
 
 import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -12,6 +10,7 @@ import time
 import numpy as np
 import pytest
 from rdma_actors import Owner, pattern
+from terminal import run_on_a_terminal
 
 from monarch import progress
 from monarch.actor import this_host
@@ -109,31 +108,7 @@ def _run_controller(stderr_is_tty):
     if not stderr_is_tty:
         r = subprocess.run(cmd, env=env, capture_output=True, timeout=120)
         return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
-    os.close(slave)
-    out = b""
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: every writer of the pty closed it
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
-        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    return rc, out.decode(errors="replace")
+    return run_on_a_terminal(cmd, env)
 
 
 def test_the_status_line_on_a_terminal():

@@ -5,6 +5,7 @@ get_or_spawn_controller, logging options. Real procs throughout."""
 
 import asyncio
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -135,6 +136,29 @@ def test_bootstrap_command_and_python_executable():
         pm.stop().get(timeout=30)
 
 
+@pytest.mark.parametrize("zygote", ["1", "0"])
+def test_with_python_executable_runs_the_procs_with_that_interpreter(tmp_path, monkeypatch, zygote):
+    # The interpreter given is a wrapper that runs this one with an -X
+    # option the procs report (forked procs keep it from their template).
+    from surface_actors import Leaf
+
+    monkeypatch.setenv("MONARCH_USE_ZYGOTE", zygote)
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -X surface_wrapper=ran "$@"\n')
+    wrapper.chmod(0o755)
+    meshes = []
+    try:
+        meshes.append(this_host().spawn_procs(per_host={"g": 1}))
+        meshes.append(this_host().with_python_executable(wrapper).spawn_procs(per_host={"g": 2}))
+        meshes.append(this_host().spawn_procs(per_host={"g": 1}))
+        seen = [list(m.spawn("l", Leaf).xoption.call("surface_wrapper").get(timeout=60).values()) for m in meshes]
+        # Each interpreter its own procs, whichever was started first.
+        assert seen == [[None], ["ran", "ran"], [None]]
+    finally:
+        for m in meshes:
+            m.stop().get(timeout=30)
+
+
 def test_as_endpoint_calls_a_plain_method(procs):
     from surface_actors import Leaf
 
@@ -203,6 +227,36 @@ def test_config_configure_and_configured():
         config.configure(host_spawn_ready_timeout="soon")
 
 
+def test_config_configure_applies_to_this_process_and_later_procs():
+    from surface_actors import Leaf
+
+    from monarch import config
+
+    before = {v: os.environ.get(v) for v in ("MONARCH_TCP_TIMEOUT_MS", "MONARCH_HEARTBEAT_TIMEOUT_MS")}
+    try:
+        config.configure(message_delivery_timeout="2m", supervision_watchdog_timeout=90, tail_log_lines=7)
+        assert os.environ["MONARCH_TCP_TIMEOUT_MS"] == "120000"
+        assert os.environ["MONARCH_HEARTBEAT_TIMEOUT_MS"] == "90000"
+        assert config.get_runtime_config() == {
+            "message_delivery_timeout": "2m",
+            "supervision_watchdog_timeout": 90,
+            "tail_log_lines": 7,
+        }
+        assert config.get_global_config()["message_delivery_timeout"] == "2m"
+        # Procs spawned afterwards run with the settings.
+        pm = this_host().spawn_procs(per_host={"g": 1})
+        try:
+            leaf = pm.spawn("configured", Leaf)
+            assert leaf.env.call_one("MONARCH_TCP_TIMEOUT_MS").get(timeout=60) == "120000"
+            assert leaf.env.call_one("MONARCH_HEARTBEAT_TIMEOUT_MS").get(timeout=60) == "90000"
+        finally:
+            pm.stop().get(timeout=30)
+    finally:
+        config.clear_runtime_config()
+    assert {v: os.environ.get(v) for v in before} == before
+    assert config.get_runtime_config() == {}
+
+
 def test_rdma_names():
     import numpy
 
@@ -217,33 +271,34 @@ def test_rdma_names():
     asyncio.run(_await(buf.drop()))
 
 
+# A controller whose procs print a coloured line, then similar lines
+# aggregated within a window.
+AGG_SCRIPT = """
+from monarch.actor import Actor, endpoint, this_host, current_rank
+
+class P(Actor):
+    @endpoint
+    def say(self, text):
+        r = current_rank().rank
+        print(text.format(r=r, loss=50 + r), flush=True)
+
+pm = this_host().spawn_procs(per_host={"gpus": 4})
+p = pm.spawn("p", P)
+p.slice(gpus=2).say.call_one("\x1b[31mred{r}\x1b[0m alone").get()
+# A window far longer than the call: the lines are printed when
+# the runtime shuts down at exit, after the procs' last lines.
+pm.logging_option(aggregate_window_sec=600)
+p.say.call("step 12 loss 0.{loss}").get()
+pm.stop().get()
+"""
+
+
 def test_proc_output_ranks_aggregation_files_and_colour(tmp_path):
     """Lines come with their rank; similar lines within a window are merged;
     every proc's lines are also in its own file, whose directory is printed
     at start; colour codes are dropped when the output is not a terminal."""
     script = tmp_path / "agg.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            from monarch.actor import Actor, endpoint, this_host, current_rank
-
-            class P(Actor):
-                @endpoint
-                def say(self, text):
-                    r = current_rank().rank
-                    print(text.format(r=r, loss=50 + r), flush=True)
-
-            pm = this_host().spawn_procs(per_host={"gpus": 4})
-            p = pm.spawn("p", P)
-            p.slice(gpus=2).say.call_one("\x1b[31mred{r}\x1b[0m alone").get()
-            # A window far longer than the call: the lines are printed when
-            # the runtime shuts down at exit, after the procs' last lines.
-            pm.logging_option(aggregate_window_sec=600)
-            p.say.call("step 12 loss 0.{loss}").get()
-            pm.stop().get()
-            """
-        )
-    )
+    script.write_text(AGG_SCRIPT)
     logs = tmp_path / "logs"
     env = dict(os.environ, MONARCH_LOG_DIR=str(logs))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
@@ -256,6 +311,55 @@ def test_proc_output_ranks_aggregation_files_and_colour(tmp_path):
     kept = sorted(f.read_text() for f in logs.iterdir())
     assert len(kept) == 4, kept
     assert len([t for t in kept if "red0 alone" in t]) == 1 and all("step 12 loss 0.5" in t for t in kept)
+
+
+def test_proc_output_keeps_its_colour_on_a_terminal(tmp_path):
+    from terminal import run_on_a_terminal
+
+    script = tmp_path / "agg.py"
+    script.write_text(AGG_SCRIPT)
+    env = dict(os.environ, MONARCH_LOG_DIR=str(tmp_path / "logs"))
+    rc, out = run_on_a_terminal([sys.executable, str(script)], env)
+    assert rc == 0, out
+    # The proc's colour codes as it wrote them, after the dimmed rank.
+    assert "\x1b[2m[rank 2]\x1b[0m \x1b[31mred0\x1b[0m alone" in out, repr(out)
+    # The kept file has the text without them.
+    kept = [f.read_text() for f in (tmp_path / "logs").iterdir()]
+    assert [t for t in kept if "red0 alone" in t and "\x1b" not in t], kept
+
+
+def test_logging_option_without_streaming_keeps_output_in_files_only(tmp_path):
+    script = tmp_path / "quiet.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from monarch.actor import Actor, endpoint, this_host, current_rank
+
+            class P(Actor):
+                @endpoint
+                def say(self, text):
+                    print(text.format(r=current_rank().rank), flush=True)
+
+            pm = this_host().spawn_procs(per_host={"gpus": 2})
+            pm.logging_option(stream_to_client=False)
+            pm.spawn("p", P).say.call("quiet line of rank {r}").get()
+            pm.stop().get()
+            print("controller done", flush=True)
+            """
+        )
+    )
+    logs = tmp_path / "logs"
+    env = dict(os.environ, MONARCH_LOG_DIR=str(logs))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "controller done" in out.stdout
+    # Not on the controller's output (the runtime prints what its procs
+    # wrote before it exits, so it would be there by now)...
+    assert "quiet line" not in out.stdout + out.stderr, out.stdout + out.stderr
+    # ...but in each proc's own file.
+    kept = sorted(f.read_text() for f in logs.iterdir())
+    assert len(kept) == 2, kept
+    assert [("quiet line of rank 0" in t, "quiet line of rank 1" in t) for t in kept] == [(True, False), (False, True)]
 
 
 def test_run_worker_loop_forever_and_attach_to_workers():
