@@ -167,6 +167,24 @@ class BadInit(Actor):
         return "pong"
 
 
+class SlowInit(Actor):
+    """A constructor that cannot finish before the test opens ``gate``: it
+    touches ``gate.started``, waits for ``gate`` (at most 60 s, so a broken
+    spawn that waits for it does not hang), then touches ``gate.done``."""
+
+    def __init__(self, gate):
+        open(gate + ".started", "w").close()
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.gate_was_open = os.path.exists(gate)
+        open(gate + ".done", "w").close()
+
+    @endpoint
+    def saw_gate(self):
+        return self.gate_was_open
+
+
 class Killable(Actor):
     """Endpoints that raise: a plain Exception (the actor lives), a
     BaseException (it dies), or anything from an explicit-port endpoint."""
@@ -189,7 +207,8 @@ class Killable(Actor):
 
 
 class Owner(Actor):
-    """Spawns procs and a mesh whose constructor raises; supervises it."""
+    """Spawns procs and a mesh whose constructor raises, or one it kills;
+    supervises it."""
 
     def __init__(self):
         self.reports = []
@@ -201,6 +220,30 @@ class Owner(Actor):
 
         self.procs = this_host().spawn_procs(per_host={"gpus": 1})
         self.bad = self.procs.spawn("bad_owned", BadInit)
+
+    @endpoint
+    def kill_child(self):
+        """Spawn a Killable on procs of its own and kill it with a
+        BaseException from an endpoint; what the call raised."""
+        from monarch.actor import SupervisionError, this_host
+
+        self.procs = this_host().spawn_procs(per_host={"gpus": 1})
+        self.child = self.procs.spawn("killed_owned", Killable)
+        try:
+            self.child.base.call_one().get(timeout=60)
+        except SupervisionError as e:
+            return str(e)
+        return "the child lived"
+
+    @endpoint
+    def call_child_again(self):
+        from monarch.actor import SupervisionError
+
+        try:
+            self.child.ping.call_one().get(timeout=60)
+        except SupervisionError as e:
+            return str(e)
+        return "the child answered"
 
     def __supervise__(self, failure):
         self.reports.append((failure.report(), failure.cause))

@@ -22,6 +22,7 @@ from exec_actors import (
     Owner,
     Queue,
     Sleeper,
+    SlowInit,
     Tasks,
     Trainer,
 )
@@ -185,6 +186,25 @@ def test_constructor_failure_is_a_supervision_failure(procs2, heard):
     assert len(heard.failures) == 2  # heard once per actor
 
 
+def test_spawn_returns_before_the_constructor_finishes(procs2, tmp_path):
+    # The constructor cannot finish before the gate opens, and only this
+    # test opens it, after spawn returned: a spawn that waited would come
+    # back (after the constructor's 60 s) with gate.done already there.
+    gate = str(tmp_path / "gate")
+    slow = procs2.slice(gpus=0).spawn("slow_init", SlowInit, gate)
+    assert not os.path.exists(gate + ".done")
+    call = slow.saw_gate.call_one()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate + ".started"):
+        assert time.monotonic() < deadline, "the constructor never started"
+        time.sleep(0.01)
+    # The constructor runs; a call waits for it.
+    assert not call.done()
+    open(gate, "w").close()
+    assert call.get(timeout=60) is True
+    assert os.path.exists(gate + ".done")
+
+
 def test_constructor_failure_goes_to_the_owners_supervise(heard):
     owner = this_proc().spawn("owner", Owner)
     owner.spawn_bad.call_one().get(timeout=60)
@@ -196,6 +216,27 @@ def test_constructor_failure_goes_to_the_owners_supervise(heard):
     assert len(reports) == 1
     report, cause = reports[0]
     assert cause == "spawn_failed" and "no GPU on this point" in report
+    assert heard.failures == []
+
+
+def test_an_owner_hears_once_of_a_child_killed_by_a_base_exception(heard):
+    owner = this_proc().spawn("owner_of_killed", Owner)
+    try:
+        raised = owner.kill_child.call_one().get(timeout=60)
+        assert "SystemExit: base exception" in raised, raised
+        deadline = time.monotonic() + 30
+        while not (reports := owner.heard.call_one().get(timeout=60)):
+            assert time.monotonic() < deadline, "the owner never heard of its child's death"
+            time.sleep(0.02)
+        # A later call to the dead child fails without a second report.
+        assert "and all its descendants have failed" in owner.call_child_again.call_one().get(timeout=60)
+        time.sleep(0.2)
+        reports = owner.heard.call_one().get(timeout=60)
+    finally:
+        owner.stop_procs.call_one().get(timeout=60)
+    assert len(reports) == 1, reports
+    report, cause = reports[0]
+    assert cause == "endpoint_error" and "SystemExit: base exception" in report, report
     assert heard.failures == []
 
 
