@@ -60,19 +60,26 @@ class Counter(Actor):
 
 def counters_and_slices(procs):
     counters = procs.spawn("counters", Counter, 100)
-    print("every counter +1:", list(counters.incr.call().get().values()))
+    all_plus_one = list(counters.incr.call().get().values())
+    print("every counter +1:", all_plus_one)
+    assert all_plus_one == [101] * 4
     # An int fixes a dimension; a slice keeps it, narrowed.
     first_host = counters.slice(hosts=0)
     first_host.incr.call(10).get()
     odd_gpus = counters.slice(gpus=slice(1, None, 2))
-    print("odd gpus:", odd_gpus.extent, list(odd_gpus.incr.call(1000).get().values()))
+    odd = list(odd_gpus.incr.call(1000).get().values())
+    print("odd gpus:", odd_gpus.extent, odd)
+    assert odd_gpus.extent == {"hosts": 2, "gpus": 1} and odd == [1111, 1101]
     one = counters.slice(hosts=1, gpus=0)
     print("one counter:", one.value_of.call_one().get())
     values = counters.value_of.call().get()
     for point, v in values.items():
         print(f"  hosts={point['hosts']} gpus={point['gpus']}: {v}")
+    assert list(values.values()) == [111, 1111, 101, 1101]
     # A ValueMesh slices like the mesh it came from.
-    print("row hosts=1 of the replies:", list(values.slice(hosts=1).values()))
+    row = list(values.slice(hosts=1).values())
+    print("row hosts=1 of the replies:", row)
+    assert row == [101, 1101]
 
 
 # ---------------------------------------------------------------------------
@@ -86,7 +93,9 @@ class DataLoader(Actor):
     @endpoint
     def next_batch(self) -> list:
         self.step += 1
-        rank = current_rank().rank
+        # This actor's own rank (current_rank() is the rank of the message
+        # in the mesh it was sent to: 0 for a trainer's one-point call_one).
+        rank = context().actor_instance.rank.rank
         return [rank * 100 + self.step + i for i in range(4)]
 
 
@@ -108,8 +117,10 @@ def trainer_and_loader(procs):
     loaders = procs.spawn("loaders", DataLoader)
     trainers = procs.spawn("trainers", Trainer, loaders)
     for step in range(3):
-        means = trainers.train_step.call().get()
-        print(f"step {step}: mean of each trainer's batch", [round(m, 1) for m in means.values()])
+        means = [round(m, 1) for m in trainers.train_step.call().get().values()]
+        print(f"step {step}: mean of each trainer's batch", means)
+        # Each trainer got its own loader's batch: rank * 100 + step + 1..4.
+        assert means == [rank * 100 + step + 2.5 for rank in range(4)], means
 
 
 # ---------------------------------------------------------------------------
@@ -126,10 +137,14 @@ def errors_are_exceptions(procs):
     flaky = procs.spawn("flaky", Flaky)
     try:
         flaky.divide.call(1, 0).get()
+        raise AssertionError("dividing by zero did not raise")
     except ActorError as e:
         print("caught:", str(e).strip().splitlines()[-1])
+        assert "ZeroDivisionError" in str(e)
     # The actors live on.
-    print("after the error:", list(flaky.divide.call(6, 3).get().values()))
+    after = list(flaky.divide.call(6, 3).get().values())
+    print("after the error:", after)
+    assert after == [2.0] * 4
 
 
 # ---------------------------------------------------------------------------
@@ -177,7 +192,9 @@ def supervision(host):
     while not seen and time.monotonic() < deadline:
         time.sleep(0.05)
         seen = manager.failures_seen.call_one().get()
-    print("the manager handled:", seen[:1])
+    print("the manager handled:", seen)
+    # The crashed proc (rank 0 of the manager's procs) exited with os._exit(3).
+    assert seen and all(s.endswith("ranks [0]: exit_code") for s in seen), seen
     manager_procs.stop().get()
 
 
@@ -195,6 +212,7 @@ def unhandled_fault_hook(host):
     procs.spawn("fragile", Fragile).crash.broadcast()
     failure = unhandled.get(timeout=60)
     print(f"the hook got: mesh {failure.mesh_name}, cause {failure.cause}, code {failure.code}")
+    assert (failure.cause, failure.code) == ("exit_code", 3), failure
     procs.stop().get()
 
 
@@ -216,10 +234,14 @@ def ports_and_send(procs):
     squarers = procs.spawn("squarers", Squarer)
     port, receiver = Channel[str].open()
     squarers.report_to.broadcast(port)
-    print("through a channel:", sorted(receiver.recv().get() for _ in range(len(squarers))))
+    reports = sorted(receiver.recv().get() for _ in range(len(squarers)))
+    print("through a channel:", reports)
+    assert reports == [f"rank {r} reporting" for r in range(4)]
     replies, inbox = Channel[int].open()
     send(squarers.square, (7,), {}, port=replies)
-    print("send() to a port:", [inbox.recv().get() for _ in range(len(squarers))])
+    squares = [inbox.recv().get() for _ in range(len(squarers))]
+    print("send() to a port:", squares)
+    assert squares == [49] * 4
 
 
 # ---------------------------------------------------------------------------
@@ -250,9 +272,12 @@ class InferenceEngine(Actor):
 
 def inference(procs):
     engine = procs.slice(hosts=0, gpus=0).spawn("engine", InferenceEngine)
-    futures = [engine.generate.call_one(p) for p in ("hello", "tell me a story", "bye")]
-    for f in futures:
-        print("engine:", f.get(timeout=30))
+    prompts = ("hello", "tell me a story", "bye")
+    futures = [engine.generate.call_one(p) for p in prompts]
+    for prompt, f in zip(prompts, futures):
+        answer = f.get(timeout=30)
+        print("engine:", answer)
+        assert answer.startswith(f"{prompt} -> {len(prompt)} tokens"), answer
 
 
 # ---------------------------------------------------------------------------
@@ -281,8 +306,9 @@ def rdma_hand_off(procs):
     server = procs.slice(hosts=0, gpus=0).spawn("weights", WeightServer, 1 << 16)
     readers = procs.slice(hosts=1).spawn("readers", WeightReader)
     buffer = server.handle.call_one().get()
-    sums = readers.pull.call(buffer).get()
-    print("each reader pulled the weights one-sided; sums:", list(sums.values()))
+    sums = list(readers.pull.call(buffer).get().values())
+    print("each reader pulled the weights one-sided; sums:", sums)
+    assert sums == [float(numpy.arange(1 << 16, dtype=numpy.float32).sum())] * 2
 
 
 # ---------------------------------------------------------------------------
@@ -319,14 +345,19 @@ def distributed_tensors(procs):
         gram = t @ t.T  # runs on every proc, issued without waiting
     print("gram matrix on hosts=1, gpus=0:", fetch_shard(gram, hosts=1, gpus=0).get().shape)
     scalers = procs.spawn("scalers", Scaler, 10.0)
-    print("norms of each proc's shard:", list(scalers.norm.call(t).get().values()))
+    norms = list(scalers.norm.call(t).get().values())
+    print("norms of each proc's shard:", norms)
+    assert len(norms) == 4 and all(n > 0 for n in norms)
     with procs.activate():
         scaled = torch.relu(scalers.scale.rref(t))
     assert torch.allclose(fetch_shard(scaled, hosts=0, gpus=1).get(), fetch_shard(t, hosts=0, gpus=1).get() * 10)
     port, recv = Channel.open()
     with procs.activate():
         send(shard_sum, args=(scaled,), kwargs={}, port=port)
-    print("each proc sent its sum to the port:", sorted(recv.recv().get() for _ in range(4)))
+    sums = sorted(recv.recv().get() for _ in range(4))
+    print("each proc sent its sum to the port:", sums)
+    points = [(h, g) for h in range(2) for g in range(2)]
+    assert sums == sorted(round(float(fetch_shard(scaled, hosts=h, gpus=g).get().sum()), 4) for h, g in points)
 
 
 def main():
