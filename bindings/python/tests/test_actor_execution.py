@@ -2,9 +2,12 @@
 and upstream's failure semantics, on real procs: actors of one proc call
 each other from blocking and async endpoints, a long endpoint does not
 starve its neighbours, thread-locals from __init__ are seen by endpoints,
-concurrent endpoint tasks are cancelled before __cleanup__, and
-constructor failures, BaseExceptions and explicit-port raises kill the
-actor. Timeouts only turn hangs into failures."""
+concurrent endpoint tasks are cancelled before __cleanup__, async
+endpoints share the proc's event loop across messages (timers, tasks and
+queues started by one are run for the next) and finish in order whether
+they suspend or not, and constructor failures, BaseExceptions and
+explicit-port raises kill the actor (a BaseException in an async endpoint
+not the proc's loop). Timeouts only turn hangs into failures."""
 
 import os
 import re
