@@ -160,10 +160,11 @@ async def in_task(coro: Coroutine[Any, Any, T], point: Point, hosted: Any) -> T:
 
 
 class _Handoff:
-    """One coroutine run on the loop for a thread that waits for it on a
-    plain lock, released in the task's last step (no ``concurrent.futures``
-    future chained to the task, and no done callback one loop iteration
-    later: that bookkeeping cost more than a short async endpoint)."""
+    """One coroutine run on the loop, while its thread is busy, for a thread
+    that waits for it on a plain lock, released in the task's last step (no
+    ``concurrent.futures`` future chained to the task, and no done callback
+    one loop iteration later: that bookkeeping cost more than a short async
+    endpoint)."""
 
     __slots__ = ("lock", "value", "error")
 
