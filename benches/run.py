@@ -338,16 +338,21 @@ def main() -> int:
             f"memcpy {memcpy_rate:.2f} GB/s",
         ))
 
-    # Async endpoints and awaited calls, against the sync rate of this run.
-    async_one = procs.spawn("bench_async", AsyncBench).slice(gpus=0)
-    sync_rate = pipelined(one, args.calls)
+    # Async endpoints and awaited calls, each against the sync rate measured
+    # just before it (other load on the machine moves both alike). The
+    # async actor is, like the sync one, the first actor of its proc: a
+    # second actor's events cross from the proc's leading thread to its own.
+    async_procs = this_host().spawn_procs(per_host={"gpus": 1})
+    async_one = async_procs.spawn("bench_async", AsyncBench)
     for name, mesh, awaited in (
         ("async endpoint, pipelined calls", async_one, False),
         ("awaited calls (asyncio caller)", one, True),
         ("async endpoint, awaited calls", async_one, True),
     ):
+        sync_rate = pipelined(one, args.calls)
         rate = asyncio.run(pipelined_awaited(mesh, args.calls)) if awaited else pipelined(mesh, args.calls)
         rows.append((name, f"{rate:,.0f} /s ({rate / sync_rate:.2f}x sync)", ">= 0.8x sync", f"sync {sync_rate:,.0f} /s"))
+    async_procs.stop().get()
     procs.stop().get()
     rows.extend(cpp_rows(args.cpp_ping))
     rows.extend(julia_rows(shutil.which("julia")))

@@ -158,6 +158,82 @@ class Tasks(Actor):
             f.write(f"{self.started} {self.cancelled}")
 
 
+class LoopState(Actor):
+    """Async endpoints sharing asyncio objects across messages (all of an
+    actor's async endpoints run on its proc's one event loop): a timer or a
+    background task started by one endpoint, awaited by the next; a queue
+    filled by plain endpoints and drained by a concurrent one."""
+
+    def __init__(self):
+        self.event = None
+        self.background = None
+        self.queue = asyncio.Queue()
+        self.log = []
+
+    @endpoint
+    async def arm_timer(self, seconds):
+        # Returns without suspending; the timer fires later on the loop.
+        self.event = asyncio.Event()
+        asyncio.get_running_loop().call_later(seconds, self.event.set)
+
+    @endpoint
+    async def wait_event(self):
+        await self.event.wait()
+        return "set"
+
+    @endpoint
+    async def start_background(self):
+        async def background():
+            return "background done"
+
+        self.background = asyncio.create_task(background())
+
+    @endpoint
+    async def background_result(self):
+        return await self.background
+
+    @concurrent_endpoint
+    async def take(self, n):
+        return [await self.queue.get() for _ in range(n)]
+
+    @endpoint
+    async def put(self, x):
+        self.queue.put_nowait(x)
+
+    @endpoint
+    async def task_scoped(self):
+        # asyncio.timeout and TaskGroup need a current task from the start.
+        async with asyncio.timeout(30):
+            async with asyncio.TaskGroup() as tg:
+                t = tg.create_task(asyncio.sleep(0, "slept"))
+        return asyncio.current_task() is not None, t.result()
+
+    @endpoint
+    async def record(self, tag, seconds):
+        """Logs its start and end; suspends in between unless ``seconds``
+        is None."""
+        self.log.append(("start", tag))
+        if seconds is not None:
+            await asyncio.sleep(seconds)
+        self.log.append(("end", tag))
+
+    @endpoint
+    async def fail(self, suspend):
+        if suspend:
+            await asyncio.sleep(0)
+        raise ValueError(f"failed, suspended: {suspend}")
+
+    @endpoint
+    async def exit(self, suspend):
+        if suspend:
+            await asyncio.sleep(0)
+        raise SystemExit(f"exit, suspended: {suspend}")
+
+    @endpoint
+    async def get_log(self):
+        return self.log
+
+
 class BadInit(Actor):
     def __init__(self):
         raise ValueError("no GPU on this point")

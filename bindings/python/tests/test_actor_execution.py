@@ -2,9 +2,12 @@
 and upstream's failure semantics, on real procs: actors of one proc call
 each other from blocking and async endpoints, a long endpoint does not
 starve its neighbours, thread-locals from __init__ are seen by endpoints,
-concurrent endpoint tasks are cancelled before __cleanup__, and
-constructor failures, BaseExceptions and explicit-port raises kill the
-actor. Timeouts only turn hangs into failures."""
+concurrent endpoint tasks are cancelled before __cleanup__, async
+endpoints share the proc's event loop across messages (timers, tasks and
+queues started by one are run for the next) and finish in order whether
+they suspend or not, and constructor failures, BaseExceptions and
+explicit-port raises kill the actor (a BaseException in an async endpoint
+not the proc's loop). Timeouts only turn hangs into failures."""
 
 import os
 import re
@@ -18,6 +21,7 @@ from exec_actors import (
     Crawler,
     DataLoader,
     Killable,
+    LoopState,
     Ordered,
     Owner,
     Queue,
@@ -134,6 +138,54 @@ def test_concurrent_endpoint_tasks_are_cancelled_before_cleanup(procs2, tmp_path
     for f in futs:
         with pytest.raises(ActorError, match="Cancelled"):
             f.get(timeout=30)
+
+
+def test_async_endpoints_share_the_proc_loop_across_messages(procs2):
+    # Each of these returns, or suspends, before what it started on the
+    # loop has run: the loop must still run it (a timer, a new task, a
+    # waiter woken by a later message), whichever thread ran the step.
+    s = procs2.slice(gpus=0).spawn("loop_state", LoopState)
+    s.arm_timer.call_one(0.05).get(timeout=30)
+    assert s.wait_event.call_one().get(timeout=30) == "set"
+    s.start_background.call_one().get(timeout=30)
+    assert s.background_result.call_one().get(timeout=30) == "background done"
+    taken = s.take.call_one(2)
+    s.put.call_one("x").get(timeout=30)
+    s.put.call_one("y").get(timeout=30)
+    assert taken.get(timeout=30) == ["x", "y"]
+    assert s.task_scoped.call_one().get(timeout=30) == (True, "slept")
+
+
+def test_async_endpoints_finish_in_order_whether_they_suspend_or_not(procs2):
+    s = procs2.slice(gpus=1).spawn("loop_order", LoopState)
+    futs = [
+        s.record.call_one("a", 0.05),
+        s.record.call_one("b", None),
+        s.record.call_one("c", 0),
+        s.record.call_one("d", None),
+    ]
+    for f in futs:
+        f.get(timeout=30)
+    assert s.get_log.call_one().get(timeout=30) == [(e, t) for t in "abcd" for e in ("start", "end")]
+    # A raise is answered to the caller as from a sync endpoint; the actor lives on.
+    for suspend in (False, True):
+        with pytest.raises(ActorError, match=f"ValueError: failed, suspended: {suspend}"):
+            s.fail.call_one(suspend).get(timeout=30)
+    assert len(s.get_log.call_one().get(timeout=30)) == 8
+
+
+@pytest.mark.parametrize("suspend", [False, True])
+def test_a_base_exception_kills_the_async_actor_not_the_proc_loop(procs2, heard, suspend):
+    one = procs2.slice(gpus=0)
+    doomed = one.spawn(f"doomed_{suspend}", LoopState)
+    other = one.spawn(f"bystander_{suspend}", LoopState)
+    with pytest.raises(SupervisionError) as ei:
+        doomed.exit.call_one(suspend).get(timeout=30)
+    assert f"SystemExit: exit, suspended: {suspend}" in str(ei.value)
+    heard.wait(1)
+    # The proc's event loop serves on: a neighbour's endpoint suspends there.
+    other.record.call_one("x", 0.01).get(timeout=30)
+    assert other.get_log.call_one().get(timeout=30) == [("start", "x"), ("end", "x")]
 
 
 def test_concurrent_endpoint_rejects_sync_functions_and_chaining():

@@ -14,9 +14,8 @@ import threading
 from typing import Any
 
 from ..._lib import check, ffi, lib
+from .scratch import thread_scratch
 from .shape import EMPTY_SHAPE, Point, shape_from_bytes
-
-_new = ffi.new
 
 
 class Frame:
@@ -113,16 +112,30 @@ class Context:
         return message_point(self._event)
 
 
+_point_cache: dict[tuple[int, bytes], Point] = {}
+_event_rank = lib.monarch_event_rank
+_buffer = ffi.buffer
+
+
 def message_point(ev: Any) -> Point:
-    """The point of event ``ev`` in the mesh its message was sent to."""
+    """The point of event ``ev`` in the mesh its message was sent to (one
+    object per distinct point: building it costs more than a short
+    endpoint)."""
     if ev is None:
         return Point._make(0, EMPTY_SHAPE)
-    rank = _new("uint64_t *")
-    p = _new("uint8_t **")
-    n = _new("size_t *")
-    check(lib.monarch_event_rank(ev, rank, p, n))
-    shape_bytes = ffi.buffer(p[0], n[0])[:] if n[0] else b""
-    return Point._make(rank[0], shape_from_bytes(shape_bytes))
+    s = thread_scratch()
+    st = _event_rank(ev, s.rank, s.data, s.len)
+    if st:
+        check(st)
+    n = s.len[0]
+    key = (s.rank[0], _buffer(s.data[0], n)[:] if n else b"")
+    p = _point_cache.get(key)
+    if p is None:
+        p = Point._make(key[0], shape_from_bytes(key[1]))
+        if len(_point_cache) >= 4096:
+            _point_cache.clear()
+        _point_cache[key] = p
+    return p
 
 
 def current_rank() -> Point:

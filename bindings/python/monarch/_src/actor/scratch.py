@@ -15,7 +15,7 @@ class Scratch:
     reads (every attribute read of a ``threading.local`` costs as much as a
     small function call)."""
 
-    __slots__ = ("fut", "vm", "n", "is_err", "err", "data", "len", "one")
+    __slots__ = ("fut", "vm", "n", "is_err", "err", "data", "len", "one", "rank")
 
     def __init__(self):
         self.fut = _new("monarch_future **")
@@ -26,6 +26,7 @@ class Scratch:
         self.data = _new("uint8_t **")
         self.len = _new("size_t *")
         self.one = _new("monarch_bytes[1]")
+        self.rank = _new("uint64_t *")
 
 
 _tls = threading.local()

@@ -42,8 +42,9 @@ buffers):
   port from the event (``monarch_event_take_port``) and passes it, as a
   ``Port``, before the arguments; the endpoint answers through it.
 * ``async def`` endpoints run on the proc's event loop (one asyncio loop on
-  its own thread per proc): a plain async endpoint is run to completion
-  before the actor's next event is handled; a ``@concurrent_endpoint`` is
+  its own thread per proc; a task's first step may run on the thread that
+  took the message, see ``event_loop``): a plain async endpoint is run to
+  completion before the actor's next event is handled; a ``@concurrent_endpoint`` is
   started as a task, answers through its reply port when it finishes, and
   the actor's next event is handled at once. Inside a task,
   ``current_rank()``/``context()`` come from a context variable set for
