@@ -290,6 +290,13 @@ class Worker:
                 return
             ev = evp[0]
             kind = h.kind
+            if kind == EVENT_MESSAGE and not srv._workers:
+                # No other worker thread exists (only a leader creates one,
+                # and we lead), so the message is ours and nobody else reads
+                # the routing state: run it here and keep leading, without
+                # the hand-off below (the common proc with one actor).
+                self._message(ev, h)
+                continue
             start = None
             with srv._lock:
                 if kind == EVENT_STOP_PROC:
