@@ -10,9 +10,11 @@ For ``--seconds`` (default 60), two threads of the controller run at once:
 Then ``--rounds`` (default 200) spawn/kill rounds: spawn 2 procs, spawn an
 actor, call it; in odd rounds SIGKILL one proc first, and the call must
 fail with SupervisionError; stop the mesh. Threads and descriptors of the controller and
-its child processes are counted after the first two rounds (threads
-started once are no leak) and after the last (waiting up to 30 s for
-them to settle).
+its procs (its child processes and theirs: procs forked from the zygote
+template are the template's children; the template itself, started once,
+is not counted) are counted after the first two rounds (threads started
+once are no leak) and after the last (waiting up to 30 s for them to
+settle).
 
 Prints the counts and exits 1 when a reply was lost or wrong, or something
 leaked. Throughput depends on the machine and its load; correctness does
@@ -52,10 +54,21 @@ def fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def children() -> list[int]:
-    """Live (not zombie) child processes of this process."""
-    me = os.getpid()
-    out = []
+def _is_template(pid: int) -> bool:
+    """Whether `pid` is a zygote template (the warm process procs are forked
+    from, started once and kept: no leak)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return b"MONARCH_ZYGOTE_FD=" in f.read()
+    except OSError:
+        return False
+
+
+def procs() -> list[int]:
+    """Live (not zombie) proc processes of this controller: its children and
+    theirs (procs forked from a zygote are the template's children), not
+    counting a zygote template itself."""
+    kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -64,8 +77,16 @@ def children() -> list[int]:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            out.append(int(d))
+        if fields[0] != "Z":
+            kids.setdefault(int(fields[1]), []).append(int(d))
+    out = []
+    todo = list(kids.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, []))
+        # Only a direct child can be this controller's template.
+        if not (pid in kids.get(os.getpid(), []) and _is_template(pid)):
+            out.append(pid)
     return out
 
 
@@ -119,7 +140,7 @@ def load(seconds: float, window: int, points: int) -> dict:
 
 
 def snapshot() -> tuple[int, int, list[int]]:
-    return threads(), fds(), children()
+    return threads(), fds(), procs()
 
 
 def settle(before: tuple[int, int, list[int]], wait: float = 30.0) -> tuple[int, int, list[int]]:
@@ -199,7 +220,7 @@ def main() -> int:
         f"(a call after each of {s['killed']} SIGKILLs failed: {s['killed_seen']}); "
         f"threads {s['threads_before']} -> {s['threads_after']}, "
         f"fds {s['fds_before']} -> {s['fds_after']}, "
-        f"child procs {s['procs_before']} -> {s['procs_after']}"
+        f"procs {s['procs_before']} -> {s['procs_after']}"
     )
     ok = (
         lost == 0

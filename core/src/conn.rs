@@ -19,9 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::frame::{
-    write_frame_after, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS, MAX_PAYLOAD_LEN,
-};
+use crate::frame::{write_frame_after, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS};
+use crate::limits::max_frame_payload;
 use crate::socket::{send_vectored, wait_fd};
 use crate::transport::Stream;
 use crate::wire::Envelope;
@@ -29,6 +28,9 @@ use crate::wire::Envelope;
 /// Parts at least this large are read straight into their own buffer.
 const DIRECT_READ_MIN: usize = 64 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// A part's buffer holds at most this much before any of it arrived, and
+/// grows by at least this much (see [`grow_part`]).
+const PART_GROW_MIN: usize = 1 << 20;
 
 /// Frames up to this size may wait in the write buffer (see [`Defer`]).
 const DEFER_MAX_FRAME: usize = 16 * 1024;
@@ -68,16 +70,23 @@ impl Writer {
     }
 }
 
-/// Refuse a header the reading side would take for a hostile peer and
-/// drop the connection over.
-fn check_header_len(header: &[u8]) -> io::Result<()> {
-    if header.len() > MAX_HEADER_LEN {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            FrameError::HeaderTooLarge(header.len()),
-        ));
-    }
-    Ok(())
+/// Refuse a frame the reading side would take for a hostile peer and
+/// drop the connection over: a header over the fixed limit, a payload over
+/// [`max_frame_payload`] (the job's processes share their settings).
+fn check_frame(header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+    let refused = if header.len() > MAX_HEADER_LEN {
+        FrameError::HeaderTooLarge(header.len())
+    } else if parts.len() > MAX_PARTS {
+        FrameError::TooManyParts(parts.len())
+    } else {
+        let declared = parts.iter().map(|p| p.len() as u64).sum::<u64>();
+        let limit = max_frame_payload();
+        if declared <= limit {
+            return Ok(());
+        }
+        FrameError::PayloadTooLarge { declared, limit }
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, refused))
 }
 
 pub(crate) struct Conn {
@@ -122,6 +131,7 @@ impl Conn {
                 pos: 0,
                 pending: None,
                 last_shape: None,
+                max_payload: max_frame_payload(),
             }),
             closed: AtomicBool::new(false),
         })
@@ -135,10 +145,10 @@ impl Conn {
     /// waiting for socket space as needed; or, as `defer` allows, buffer it.
     /// Returns whether it was buffered: the caller must then see to a
     /// [`Conn::flush`].
-    /// A header larger than any peer accepts fails this write alone
-    /// (`InvalidInput`), before anything is sent or buffered.
+    /// A frame larger than the peer accepts (header or payload) fails this
+    /// write alone (`InvalidInput`), before anything is sent or buffered.
     pub fn write(&self, header: &[u8], parts: &[&[u8]], defer: Defer) -> io::Result<bool> {
-        check_header_len(header)?;
+        check_frame(header, parts)?;
         let mut w = self.writer.lock();
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if defer == Defer::Yes
@@ -161,7 +171,7 @@ impl Conn {
     /// thread holds the writer or the buffer is full, the frame is dropped
     /// (returns None). Some(()) means buffered; the caller sees to a flush.
     pub fn try_buffer(&self, header: &[u8], parts: &[&[u8]]) -> Option<()> {
-        check_header_len(header).ok()?;
+        check_frame(header, parts).ok()?;
         let mut w = self.writer.try_lock()?;
         let size = 4 + header.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         if w.pending.len() + size > DEFER_MAX_BYTES {
@@ -302,6 +312,9 @@ pub(crate) struct FrameReader {
     /// The last nested shape decoded on this connection (see
     /// `Envelope::decode_cached`).
     last_shape: Option<Arc<[u8]>>,
+    /// The largest payload of one frame accepted from the peer; a header
+    /// declaring more fails the connection before any part is read.
+    max_payload: u64,
 }
 
 impl FrameReader {
@@ -333,9 +346,7 @@ impl FrameReader {
         if let Some(p) = &mut self.pending {
             let need = p.envelope.part_sizes[p.parts.len()] as usize - p.cur.len();
             if self.pos == self.buf.len() && need >= DIRECT_READ_MIN {
-                if p.cur.capacity() - p.cur.len() < need {
-                    p.cur.reserve_exact(need.min(1 << 28));
-                }
+                grow_part(&mut p.cur, need);
                 let room = (p.cur.capacity() - p.cur.len()).min(need);
                 return recv_some(&self.stream, &mut p.cur, room);
             }
@@ -371,19 +382,23 @@ impl FrameReader {
                 }
                 let envelope = Envelope::decode_cached(&avail[4..4 + hlen], &mut self.last_shape)?;
                 self.pos += 4 + hlen;
-                if envelope.part_sizes.len() > MAX_PARTS
-                    || envelope
-                        .part_sizes
-                        .iter()
-                        .fold(0u64, |a, s| a.saturating_add(*s))
-                        > MAX_PAYLOAD_LEN
-                {
-                    return Err(FrameError::PayloadTooLarge);
+                if envelope.part_sizes.len() > MAX_PARTS {
+                    return Err(FrameError::TooManyParts(envelope.part_sizes.len()));
+                }
+                let declared = envelope
+                    .part_sizes
+                    .iter()
+                    .fold(0u64, |a, s| a.saturating_add(*s));
+                if declared > self.max_payload {
+                    return Err(FrameError::PayloadTooLarge {
+                        declared,
+                        limit: self.max_payload,
+                    });
                 }
                 let first = envelope.part_sizes.first().copied().unwrap_or(0) as usize;
                 self.pending = Some(Pending {
                     parts: Vec::with_capacity(envelope.part_sizes.len()),
-                    cur: Vec::with_capacity(first.min(1 << 28)),
+                    cur: Vec::with_capacity(first.min(PART_GROW_MIN)),
                     envelope,
                 });
             }
@@ -403,7 +418,8 @@ impl FrameReader {
                     .get(p.parts.len() + 1)
                     .copied()
                     .unwrap_or(0) as usize;
-                let done = std::mem::replace(&mut p.cur, Vec::with_capacity(next.min(1 << 28)));
+                let done =
+                    std::mem::replace(&mut p.cur, Vec::with_capacity(next.min(PART_GROW_MIN)));
                 p.parts.push(done);
             }
             let p = self.pending.take().expect("set above");
@@ -414,6 +430,19 @@ impl FrameReader {
             frames += 1;
         }
     }
+}
+
+/// Make room in `cur`, a part with `need` bytes still to come, for the next
+/// read straight into it. It grows by what is still to come, but by no more
+/// than 3 times what has arrived (at least [`PART_GROW_MIN`]), so its
+/// capacity stays within 4 times the bytes the peer really sent (plus
+/// 1 MiB), whatever size the header declared; a large part is reallocated
+/// a few times on the way (4x steps), not once per read.
+fn grow_part(cur: &mut Vec<u8>, need: usize) {
+    if cur.capacity() - cur.len() >= need.min(DIRECT_READ_MIN) {
+        return;
+    }
+    cur.reserve_exact(need.min((3 * cur.len()).max(PART_GROW_MIN)));
 }
 
 /// Non-blocking read of up to `room` bytes (plaintext) into `v`'s spare
@@ -460,6 +489,45 @@ fn recv_into(s: &Stream, v: &mut Vec<u8>, room: usize) -> Result<usize, FrameErr
             _ => return Err(e.into()),
         }
     }
+}
+
+/// Every frame the runtime's reader ([`FrameReader`], over a real socket
+/// pair, with a payload limit of `max_payload`) makes of `bytes` followed by
+/// the end of the stream, and the error it ended with (`Closed` for a clean
+/// end). For the frame tests and the frame fuzz target.
+#[cfg(test)]
+pub(crate) fn read_stream(bytes: &[u8], max_payload: u64) -> (Vec<Frame>, FrameError) {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let (mut a, b) = UnixStream::pair().expect("socketpair");
+    let conn = Conn::new("peer".into(), b, Vec::new()).expect("conn");
+    conn.reader.lock().max_payload = max_payload;
+    // Small inputs fit in the socket buffer; larger ones need a writer.
+    let writer = if bytes.len() <= 64 * 1024 {
+        a.write_all(bytes).expect("write");
+        let _ = a.shutdown(std::net::Shutdown::Write);
+        None
+    } else {
+        let bytes = bytes.to_vec();
+        Some(std::thread::spawn(move || {
+            let _ = a.write_all(&bytes);
+            let _ = a.shutdown(std::net::Shutdown::Write);
+        }))
+    };
+    let mut frames = Vec::new();
+    let end = loop {
+        match conn.reader.lock().drain(&mut |f| frames.push(f)) {
+            Ok(_) => {
+                wait_fd(conn.fd(), libc::POLLIN).expect("poll");
+            }
+            Err(e) => break e,
+        }
+    };
+    drop(conn);
+    if let Some(w) = writer {
+        w.join().expect("writer");
+    }
+    (frames, end)
 }
 
 #[cfg(test)]
@@ -716,6 +784,85 @@ mod tests {
             }
         }
         assert!(matches!(end, Some(FrameError::Closed)), "{end:?}");
+    }
+
+    #[test]
+    fn a_part_takes_memory_as_its_bytes_arrive_not_as_declared() {
+        // A part declared at 1 GiB (under the limit) of which 3 MiB come,
+        // straight from the socket and through the read buffer.
+        let (a, b) = UnixStream::pair().unwrap();
+        let conn = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        let mut e = Envelope::new(Kind::Message);
+        e.actor = "big".into();
+        e.part_sizes = vec![1 << 30];
+        let mut fbb = FlatBufferBuilder::new();
+        let h = e.encode(&mut fbb).to_vec();
+        const SENT: usize = 3 << 20;
+        let writer = std::thread::spawn(move || {
+            let mut a = a;
+            a.write_all(&(h.len() as u32).to_le_bytes()).unwrap();
+            a.write_all(&h).unwrap();
+            for chunk in vec![1u8; SENT].chunks(100_000) {
+                a.write_all(chunk).unwrap();
+            }
+            a
+        });
+        let mut r = conn.reader.lock();
+        let mut most = 0;
+        loop {
+            r.drain(&mut |_| panic!("a frame from a part not yet complete"))
+                .unwrap();
+            if let Some(p) = &r.pending {
+                most = most.max(p.cur.capacity());
+                if p.cur.len() == SENT {
+                    break;
+                }
+            }
+            wait_fd(conn.fd(), libc::POLLIN).unwrap();
+        }
+        let _a = writer.join().unwrap();
+        assert!(
+            most <= 4 * SENT + PART_GROW_MIN,
+            "{most} bytes held for {SENT} received"
+        );
+    }
+
+    #[test]
+    fn a_payload_over_the_limit_fails_that_write_and_keeps_the_connection() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let sender = Conn::new("peer".into(), a, Vec::new()).unwrap();
+        let receiver = Conn::new("peer".into(), b, Vec::new()).unwrap();
+        let parts: Vec<&[u8]> = vec![&[]; MAX_PARTS + 1];
+        let e = sender
+            .write(&header(&parts, "many"), &parts, Defer::Never)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("parts"), "{e}");
+        // A payload over the limit, as views of one 1 MiB buffer (the
+        // check adds up the part lengths only).
+        let limit = max_frame_payload() as usize;
+        let big = vec![0u8; 1 << 20];
+        let many: Vec<&[u8]> = vec![&big; limit / big.len() + 1];
+        let e = sender
+            .write(&header(&many, "big"), &many, Defer::Never)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(
+            e.to_string().contains(crate::limits::MAX_FRAME_PAYLOAD_VAR),
+            "{e}"
+        );
+        let ok: [&[u8]; 1] = [b"after"];
+        sender.write(&header(&ok, "ok"), &ok, Defer::Never).unwrap();
+        let mut got = Vec::new();
+        let mut r = receiver.reader.lock();
+        loop {
+            r.drain(&mut |f: Frame| got.push(f)).unwrap();
+            if !got.is_empty() {
+                break;
+            }
+            wait_fd(receiver.fd(), libc::POLLIN).unwrap();
+        }
+        assert_eq!(got[0].envelope.actor, "ok");
     }
 
     #[test]

@@ -12,7 +12,8 @@ use crate::wire::{DecodeError, Envelope};
 /// Largest header we accept; headers are small, so anything bigger is a
 /// malformed or hostile peer.
 pub(crate) const MAX_HEADER_LEN: usize = 1 << 20;
-/// Largest total payload of one frame.
+/// Largest total payload of one frame the wire format allows; a runtime's
+/// own limit is `limits::max_frame_payload` (at most this).
 pub(crate) const MAX_PAYLOAD_LEN: u64 = 1 << 36;
 /// Most parts in one frame.
 pub(crate) const MAX_PARTS: usize = 1 << 16;
@@ -29,9 +30,21 @@ pub enum FrameError {
     /// The header is larger than the reader accepts.
     #[error("frame header of {0} bytes exceeds the limit of {MAX_HEADER_LEN}")]
     HeaderTooLarge(usize),
+    /// The frame has more parts than the reader accepts.
+    #[error("a frame of {0} parts exceeds the limit of {MAX_PARTS}")]
+    TooManyParts(usize),
     /// The parts add up to more than the reader accepts.
-    #[error("frame payload too large or too many parts")]
-    PayloadTooLarge,
+    #[error(
+        "a frame of {declared} payload bytes exceeds the limit of {limit} \
+         (set {} to raise it)",
+        crate::limits::MAX_FRAME_PAYLOAD_VAR
+    )]
+    PayloadTooLarge {
+        /// What the header declares (saturated at u64::MAX).
+        declared: u64,
+        /// The reader's limit.
+        limit: u64,
+    },
     /// The header is not a valid Envelope.
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -84,56 +97,15 @@ pub(crate) fn write_frame_after<W: Write>(
     Ok(())
 }
 
-/// Read one frame. `Closed` means a clean end of stream at a frame boundary.
-#[cfg(test)]
-pub(crate) fn read_frame<R: io::Read>(r: &mut R) -> Result<Frame, FrameError> {
-    use std::io::Read;
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
-        Err(e) => return Err(e.into()),
-    }
-    let header_len = u32::from_le_bytes(len) as usize;
-    if header_len > MAX_HEADER_LEN {
-        return Err(FrameError::HeaderTooLarge(header_len));
-    }
-    let mut header = vec![0u8; header_len];
-    r.read_exact(&mut header)?;
-    let envelope = Envelope::decode(&header)?;
-    if envelope.part_sizes.len() > MAX_PARTS {
-        return Err(FrameError::PayloadTooLarge);
-    }
-    let mut total: u64 = 0;
-    for s in &envelope.part_sizes {
-        total = total.saturating_add(*s);
-    }
-    if total > MAX_PAYLOAD_LEN {
-        return Err(FrameError::PayloadTooLarge);
-    }
-    let mut parts = Vec::with_capacity(envelope.part_sizes.len());
-    for &s in &envelope.part_sizes {
-        // Reserve up to a cap and grow past it only as bytes really arrive,
-        // so a lying size costs at most the cap.
-        let mut p = Vec::with_capacity(s.min(1 << 28) as usize);
-        let got = r.by_ref().take(s).read_to_end(&mut p)?;
-        if (got as u64) != s {
-            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
-        }
-        parts.push(p);
-    }
-    Ok(Frame { envelope, parts })
-}
-
 #[cfg(test)]
 mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::read_stream;
     use crate::wire::Kind;
     use flatbuffers::FlatBufferBuilder;
-    use std::io::Cursor;
 
     fn frame_bytes(parts: &[&[u8]]) -> Vec<u8> {
         let mut e = Envelope::new(Kind::Message);
@@ -150,32 +122,57 @@ mod tests {
     fn multipart_round_trip_and_back_to_back() {
         let mut bytes = frame_bytes(&[b"hello", b"", b"world!"]);
         bytes.extend(frame_bytes(&[]));
-        let mut c = Cursor::new(bytes);
-        let f = read_frame(&mut c).unwrap();
-        assert_eq!(f.envelope.actor, "a");
-        assert_eq!(f.parts, vec![b"hello".to_vec(), vec![], b"world!".to_vec()]);
-        let f = read_frame(&mut c).unwrap();
-        assert!(f.parts.is_empty());
-        assert!(matches!(read_frame(&mut c), Err(FrameError::Closed)));
+        let (frames, end) = read_stream(&bytes, MAX_PAYLOAD_LEN);
+        assert!(matches!(end, FrameError::Closed), "{end}");
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0].envelope.actor, "a");
+        assert_eq!(
+            frames[0].parts,
+            vec![b"hello".to_vec(), vec![], b"world!".to_vec()]
+        );
+        assert!(frames[1].parts.is_empty());
     }
 
     #[test]
     fn truncated_and_hostile_frames_are_errors() {
         let bytes = frame_bytes(&[b"hello"]);
         for cut in 1..bytes.len() {
-            let r = read_frame(&mut Cursor::new(&bytes[..cut]));
-            assert!(r.is_err(), "cut at {cut} accepted");
+            let (frames, _) = read_stream(&bytes[..cut], MAX_PAYLOAD_LEN);
+            assert!(frames.is_empty(), "cut at {cut} accepted");
         }
         let huge = (u32::MAX).to_le_bytes().to_vec();
         assert!(matches!(
-            read_frame(&mut Cursor::new(huge)),
-            Err(FrameError::HeaderTooLarge(_))
+            read_stream(&huge, MAX_PAYLOAD_LEN).1,
+            FrameError::HeaderTooLarge(_)
         ));
         let mut junk = 8u32.to_le_bytes().to_vec();
         junk.extend([0xffu8; 8]);
         assert!(matches!(
-            read_frame(&mut Cursor::new(junk)),
-            Err(FrameError::Decode(_))
+            read_stream(&junk, MAX_PAYLOAD_LEN).1,
+            FrameError::Decode(_)
         ));
+    }
+
+    #[test]
+    fn a_payload_over_the_limit_is_refused_with_its_size_and_the_setting() {
+        let bytes = frame_bytes(&[b"hello", b"world"]);
+        let (frames, end) = read_stream(&bytes, 9);
+        assert!(frames.is_empty());
+        assert!(
+            matches!(
+                end,
+                FrameError::PayloadTooLarge {
+                    declared: 10,
+                    limit: 9
+                }
+            ),
+            "{end}"
+        );
+        let text = end.to_string();
+        assert!(
+            text.contains(crate::limits::MAX_FRAME_PAYLOAD_VAR),
+            "{text}"
+        );
+        assert_eq!(read_stream(&bytes, 10).0.len(), 1);
     }
 }

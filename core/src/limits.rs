@@ -1,6 +1,7 @@
 //! What a caller may ask for: the longest name, the largest mesh. Checked
 //! where a request enters the library, so a bad argument fails that one
-//! call with `InvalidArgument` and never reaches a peer. And what an
+//! call with `InvalidArgument` and never reaches a peer. The largest frame
+//! a runtime sends or accepts ([`max_frame_payload`]). And what an
 //! unauthenticated peer may hold: the handshake deadline and the caps on
 //! pending handshakes ([`HandshakeLimits`]).
 
@@ -22,6 +23,50 @@ pub const MAX_MESH_SIZE_VAR: &str = "MONARCH_MAX_MESH_SIZE";
 
 /// The most points one mesh may have when `MONARCH_MAX_MESH_SIZE` is unset.
 pub const DEFAULT_MAX_MESH_SIZE: usize = 1 << 20;
+
+/// Environment variable: the largest payload (all parts together) of one
+/// frame, in bytes, that a runtime sends or accepts.
+pub const MAX_FRAME_PAYLOAD_VAR: &str = "MONARCH_MAX_FRAME_PAYLOAD";
+
+/// The largest frame payload when `MONARCH_MAX_FRAME_PAYLOAD` is unset:
+/// 4 GiB. Bulk data (Python buffers from 1 MiB, RDMA buffers) takes the
+/// data plane, so control-plane frames stay far below it; a C, C++ or Julia
+/// caller sending larger payloads inline raises the setting.
+pub const DEFAULT_MAX_FRAME_PAYLOAD: u64 = 4 << 30;
+
+/// The largest frame payload: `MONARCH_MAX_FRAME_PAYLOAD` if set to a
+/// positive integer (at most the wire format's 64 GiB), else
+/// [`DEFAULT_MAX_FRAME_PAYLOAD`]. Read once.
+pub fn max_frame_payload() -> u64 {
+    static MAX: OnceLock<u64> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        setting(MAX_FRAME_PAYLOAD_VAR)
+            .unwrap_or(DEFAULT_MAX_FRAME_PAYLOAD)
+            .min(crate::frame::MAX_PAYLOAD_LEN)
+    })
+}
+
+/// Check a payload before anything is sent: at most 65,536 parts, and at
+/// most [`max_frame_payload`] bytes together (a peer drops the connection
+/// of a frame over its limit, so a larger one fails here, alone).
+pub fn check_payload(parts: &[&[u8]]) -> Result<()> {
+    if parts.len() > crate::frame::MAX_PARTS {
+        return Err(Error::invalid(format!(
+            "a payload of {} parts exceeds the limit of {}",
+            parts.len(),
+            crate::frame::MAX_PARTS
+        )));
+    }
+    let total = parts.iter().map(|p| p.len() as u64).sum::<u64>();
+    let max = max_frame_payload();
+    if total > max {
+        return Err(Error::invalid(format!(
+            "a payload of {total} bytes exceeds the limit of {max} per message \
+             (send bulk data over the data plane, or set {MAX_FRAME_PAYLOAD_VAR} to raise it)"
+        )));
+    }
+    Ok(())
+}
 
 /// Check a name: not empty, at most [`MAX_NAME_LEN`] bytes, no NUL or
 /// other control character. `what` says which name it is in the error.
@@ -239,6 +284,20 @@ mod tests {
         if std::env::var(MAX_PENDING_HANDSHAKES_VAR).is_err() {
             assert!(l.max_pending as u64 <= open_file_limit().max(4) / 4);
         }
+    }
+
+    #[test]
+    fn payloads_over_the_frame_limit_are_refused_without_reading_them() {
+        check_payload(&[b"ab", b""]).unwrap();
+        let many = vec![&b""[..]; crate::frame::MAX_PARTS + 1];
+        let e = check_payload(&many).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        // Only the lengths are read: 4,097 views of one 1 MiB buffer.
+        let mib = vec![0u8; 1 << 20];
+        let over = vec![&mib[..]; (max_frame_payload() >> 20) as usize + 1];
+        let e = check_payload(&over).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert!(e.message.contains(MAX_FRAME_PAYLOAD_VAR), "{}", e.message);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::geometry::Shape;
-use crate::limits::{check_local_procs, check_name};
+use crate::limits::{check_local_procs, check_name, check_payload};
 use crate::multicast::{self, LazyRelays, Node, ViewIndex, FORWARD_ONLY};
 use crate::port::PortRef;
 use crate::runtime::cast::set_cast_fields;
@@ -150,6 +150,7 @@ impl ProcMesh {
     ) -> Result<(ActorMesh, Future)> {
         check_name("actor mesh name", name)?;
         check_name("actor type name", type_name)?;
+        check_payload(args)?;
         let _spawn = tracing::info_span!(
             "spawn_actors",
             actor = name,
@@ -418,6 +419,7 @@ impl ActorMesh {
         replies: Replies<'_>,
     ) -> Result<Option<Future>> {
         self.rt.check_running()?;
+        check_payload(parts)?;
         let shape = &self.r.shape;
         let procs = &self.r.procs;
         let bases: Vec<usize> = shape.base_ranks().collect();

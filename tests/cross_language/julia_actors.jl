@@ -1,7 +1,8 @@
 # Julia actors with raw-bytes endpoints, hosted by Julia worker procs that a
 # controller of another language starts with the argv
 # `julia --startup-file=no tests/cross_language/julia_actors.jl`
-# (test_julia.py: a Python controller). Spawned by type name "Main:JCounter".
+# (test_julia.py: a Python controller). Spawned by type name "Main:JCounter"
+# or "Main:JSlow".
 
 pushfirst!(LOAD_PATH, joinpath(@__DIR__, "..", "..", "bindings", "julia"))
 using Monarch
@@ -35,6 +36,22 @@ end
     close(buf)
     dst
 end
+
+"""The callee of a caller that dies while it computes the answer
+(test_julia.py): `nap` touches the file named by its first part, sleeps
+for its second (8-byte milliseconds), counts and answers."""
+mutable struct JSlow
+    answered::Int64
+    JSlow() = new(0)
+end
+@endpoint raw pid(s::JSlow) = i64(getpid())
+@endpoint raw function nap(s::JSlow, started::Vector{UInt8}, ms::Vector{UInt8})
+    touch(String(copy(started)))
+    sleep(reinterpret(Int64, ms)[1] / 1000)
+    s.answered += 1
+    return i64(s.answered)
+end
+@endpoint raw answered(s::JSlow) = i64(s.answered)
 
 Monarch.serve_if_worker()
 error("julia_actors.jl is a worker script: a controller starts it as a proc")

@@ -2,6 +2,8 @@
 
 * A Python controller spawns Julia worker procs (julia_actors.jl) and calls
   the raw-bytes endpoints of a Julia actor, spawned by type name.
+* A Julia worker proc whose caller (a Python proc) is killed while it
+  computes the answer logs the reply it cannot deliver and serves on.
 * A Julia controller (julia_controller.jl) calls raw-bytes endpoints of
   Python actors, and of C and C++ plugin actors (cplugin.c's CCounter,
   examples/cpp's Trainer) hosted by ``monarch worker --plugin``.
@@ -11,13 +13,17 @@ Needs ``julia`` on PATH (``make julia`` installs it).
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
+from pids import alive
+from python_relay import Relay
 from raw_parts import from_i64, i64
 
-from monarch.actor import ActorError, this_host
+from monarch.actor import ActorError, SupervisionError, this_host
 from monarch.rdma import RDMABuffer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,6 +74,46 @@ def test_julia_actor_reads_a_python_rdma_buffer(julia_procs):
     descriptor = buf.__reduce__()[1][0]  # the bytes a pickled RDMABuffer carries
     got = c.slice(gpus=1).read_buffer.call_one(descriptor, i64(len(data))).get(timeout=60)
     assert got == bytes(data)
+
+
+def test_a_killed_caller_does_not_take_a_julia_worker_down(tmp_path):
+    # Proc A (Python) calls a slow endpoint of an actor on Julia worker proc
+    # B and is SIGKILLed while B computes: B's answer cannot be delivered,
+    # and B serves on (as the Python and C++ workers do).
+    precompile_monarch_jl()
+    argv = [JULIA, "--startup-file=no", os.path.join(HERE, "julia_actors.jl")]
+    callee_procs = this_host().spawn_procs(per_host={"b": 1}, bootstrap=argv)
+    caller_procs = this_host().spawn_procs(per_host={"a": 1})
+    new_caller_procs = None
+    try:
+        slow = callee_procs.spawn_native("slow", "Main:JSlow")
+        relay = caller_procs.spawn("relay", Relay)
+        callee_pid = from_i64(slow.pid.call_one().get(timeout=120))
+        caller_pid = relay.pid.call_one().get(timeout=60)
+        started = tmp_path / "started"
+        pending = relay.call.call_one(slow, "nap", str(started).encode(), i64(1000))
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < deadline, "the Julia endpoint never started"
+            time.sleep(0.01)
+        os.kill(caller_pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError):
+            pending.get(timeout=60)
+        # Handled after the slow call answered (an actor's events are
+        # handled in order): the answer went nowhere, and B is still there.
+        assert from_i64(slow.answered.call_one().get(timeout=60)) == 1
+        assert alive(callee_pid)
+        time.sleep(0.2)
+        assert alive(callee_pid)
+        assert from_i64(slow.pid.call_one().get(timeout=60)) == callee_pid
+        # A new caller, from another proc, is answered too.
+        new_caller_procs = this_host().spawn_procs(per_host={"a": 1})
+        relay2 = new_caller_procs.spawn("relay2", Relay)
+        assert from_i64(relay2.call.call_one(slow, "answered").get(timeout=60)) == 1
+    finally:
+        for pm in (new_caller_procs, caller_procs, callee_procs):
+            if pm is not None:
+                pm.stop().get(timeout=60)
 
 
 def test_julia_controller_calls_python_c_and_cpp_plugin_actors(cplugin, cppplugin):

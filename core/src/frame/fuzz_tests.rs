@@ -1,18 +1,20 @@
-//! Seeded fuzzing of `read_frame` over in-memory streams: random bytes and
-//! mutations of valid frames (bit flips, truncation, splices, lying length
-//! fields) are Ok or Err, never a panic, and a declared huge size is
-//! refused or read only as far as bytes arrive.
+//! Seeded fuzzing of the runtime's frame reader (`conn::FrameReader`, fed
+//! through a real socket pair): random bytes and mutations of valid frames
+//! (bit flips, truncation, splices, lying length fields) end in frames and
+//! an error, never a panic, and a declared huge size is refused or read
+//! only as far as bytes arrive.
 //!
 //! `MONARCH_FUZZ_CASES=N` multiplies the case count; `MONARCH_FUZZ_SEED=S`
 //! replays a run (a failure prints its seed, case and bytes).
 
-use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
-use super::{read_frame, write_frame, FrameError, MAX_HEADER_LEN};
+use super::{write_frame, FrameError, MAX_HEADER_LEN, MAX_PAYLOAD_LEN};
+use crate::conn::read_stream;
+use crate::limits::DEFAULT_MAX_FRAME_PAYLOAD;
 use crate::wire::{Envelope, Kind};
 
 #[path = "../../tests/fuzz_support/mod.rs"]
@@ -32,7 +34,7 @@ fn frame(kind: Kind, parts: &[&[u8]]) -> Vec<u8> {
 }
 
 #[test]
-fn read_frame_answers_ok_or_err_on_hostile_streams() {
+fn the_frame_reader_answers_frames_or_an_error_on_hostile_streams() {
     let seed = seed();
     let mut rng = Rng(seed);
     let valid = vec![
@@ -45,26 +47,21 @@ fn read_frame_answers_ok_or_err_on_hostile_streams() {
     for case in 0..n {
         let input = mutate(&mut rng, &valid, 256);
         let t = Instant::now();
+        // Frames until the stream ends or fails (read_stream returns then).
         let r = catch_unwind(AssertUnwindSafe(|| {
-            let mut c = Cursor::new(&input[..]);
-            // Read frames until the stream ends or fails.
-            for _ in 0..input.len() + 1 {
-                if read_frame(&mut c).is_err() {
-                    break;
-                }
-            }
+            read_stream(&input, DEFAULT_MAX_FRAME_PAYLOAD)
         }));
         assert!(
             r.is_ok(),
-            "read_frame panicked: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
+            "the frame reader panicked: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
         );
         assert!(
             t.elapsed() < Duration::from_secs(2),
-            "read_frame was slow: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
+            "the frame reader was slow: MONARCH_FUZZ_SEED={seed} case {case} input {input:02x?}"
         );
     }
     eprintln!(
-        "read_frame: {n} cases in {:?} (MONARCH_FUZZ_SEED={seed})",
+        "frame reader: {n} cases in {:?} (MONARCH_FUZZ_SEED={seed})",
         start.elapsed()
     );
 }
@@ -75,20 +72,32 @@ fn declared_huge_sizes_are_refused_or_read_only_as_bytes_arrive() {
     let mut b = ((MAX_HEADER_LEN + 1) as u32).to_le_bytes().to_vec();
     b.extend([0u8; 16]);
     assert!(matches!(
-        read_frame(&mut Cursor::new(b)),
-        Err(FrameError::HeaderTooLarge(_))
+        read_stream(&b, DEFAULT_MAX_FRAME_PAYLOAD).1,
+        FrameError::HeaderTooLarge(_)
     ));
-    // A part that claims 16 GiB but brings 3 bytes ends in an error without
-    // reserving the claimed size (the reservation is capped).
-    let mut e = Envelope::new(Kind::Message);
-    e.actor = "a".into();
-    e.part_sizes = vec![1 << 34];
-    let mut fbb = FlatBufferBuilder::new();
-    let h = e.encode(&mut fbb).to_vec();
-    let mut f = (h.len() as u32).to_le_bytes().to_vec();
-    f.extend(&h);
-    f.extend(b"abc");
+    let huge_part = |size: u64| {
+        let mut e = Envelope::new(Kind::Message);
+        e.actor = "a".into();
+        e.part_sizes = vec![size];
+        let mut fbb = FlatBufferBuilder::new();
+        let h = e.encode(&mut fbb).to_vec();
+        let mut f = (h.len() as u32).to_le_bytes().to_vec();
+        f.extend(&h);
+        f.extend(b"abc");
+        f
+    };
+    // A part over the reader's limit is refused at its header.
+    let (frames, end) = read_stream(&huge_part(1 << 34), DEFAULT_MAX_FRAME_PAYLOAD);
+    assert!(frames.is_empty());
+    assert!(
+        matches!(end, FrameError::PayloadTooLarge { declared, .. } if declared == 1 << 34),
+        "{end}"
+    );
+    // One under it (the wire format's own limit) that brings 3 bytes ends
+    // with the stream, without reserving the claimed size.
     let t = Instant::now();
-    assert!(read_frame(&mut Cursor::new(f)).is_err());
+    let (frames, end) = read_stream(&huge_part(MAX_PAYLOAD_LEN), MAX_PAYLOAD_LEN);
+    assert!(frames.is_empty());
+    assert!(matches!(end, FrameError::Closed), "{end}");
     assert!(t.elapsed() < Duration::from_secs(2));
 }

@@ -402,10 +402,12 @@ impl Inner {
             let mut fbb = fbb.borrow_mut();
             let header = env.encode_for(&mut fbb, Some(&self.id.addr), Some(parts));
             let buffered = conn.write(header, parts, defer).map_err(|e| {
-                Error::new(
-                    ErrorKind::ProcFailed,
-                    format!("cannot send to proc {}: {e}", conn.peer),
-                )
+                // A frame too large for any peer fails this send alone.
+                let kind = match e.kind() {
+                    std::io::ErrorKind::InvalidInput => ErrorKind::InvalidArgument,
+                    _ => ErrorKind::ProcFailed,
+                };
+                Error::new(kind, format!("cannot send to proc {}: {e}", conn.peer))
             })?;
             if buffered && !self.deferred.swap(true, Ordering::SeqCst) {
                 // The I/O thread guarantees the flush if nobody else does.
