@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::frame::{write_frame_after, Frame, FrameError, MAX_HEADER_LEN, MAX_PARTS};
+use crate::frame::{write_frame_after, Frame, FrameError, MAX_HEADER_LEN};
 use crate::limits::max_frame_payload;
+use crate::limits::MAX_PARTS;
 use crate::socket::{send_vectored, wait_fd};
 use crate::transport::Stream;
 use crate::wire::Envelope;
@@ -529,6 +530,11 @@ pub(crate) fn read_stream(bytes: &[u8], max_payload: u64) -> (Vec<Frame>, FrameE
     }
     (frames, end)
 }
+
+#[cfg(test)]
+mod frame_tests;
+#[cfg(test)]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

@@ -12,11 +12,7 @@ use crate::wire::{DecodeError, Envelope};
 /// Largest header we accept; headers are small, so anything bigger is a
 /// malformed or hostile peer.
 pub(crate) const MAX_HEADER_LEN: usize = 1 << 20;
-/// Largest total payload of one frame the wire format allows; a runtime's
-/// own limit is `limits::max_frame_payload` (at most this).
-pub(crate) const MAX_PAYLOAD_LEN: u64 = 1 << 36;
-/// Most parts in one frame.
-pub(crate) const MAX_PARTS: usize = 1 << 16;
+use crate::limits::MAX_PARTS;
 
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -95,84 +91,4 @@ pub(crate) fn write_frame_after<W: Write>(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod fuzz_tests;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::conn::read_stream;
-    use crate::wire::Kind;
-    use flatbuffers::FlatBufferBuilder;
-
-    fn frame_bytes(parts: &[&[u8]]) -> Vec<u8> {
-        let mut e = Envelope::new(Kind::Message);
-        e.actor = "a".into();
-        e.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
-        let mut fbb = FlatBufferBuilder::new();
-        let h = e.encode(&mut fbb).to_vec();
-        let mut out = Vec::new();
-        write_frame(&mut out, &h, parts).unwrap();
-        out
-    }
-
-    #[test]
-    fn multipart_round_trip_and_back_to_back() {
-        let mut bytes = frame_bytes(&[b"hello", b"", b"world!"]);
-        bytes.extend(frame_bytes(&[]));
-        let (frames, end) = read_stream(&bytes, MAX_PAYLOAD_LEN);
-        assert!(matches!(end, FrameError::Closed), "{end}");
-        assert_eq!(frames.len(), 2);
-        assert_eq!(frames[0].envelope.actor, "a");
-        assert_eq!(
-            frames[0].parts,
-            vec![b"hello".to_vec(), vec![], b"world!".to_vec()]
-        );
-        assert!(frames[1].parts.is_empty());
-    }
-
-    #[test]
-    fn truncated_and_hostile_frames_are_errors() {
-        let bytes = frame_bytes(&[b"hello"]);
-        for cut in 1..bytes.len() {
-            let (frames, _) = read_stream(&bytes[..cut], MAX_PAYLOAD_LEN);
-            assert!(frames.is_empty(), "cut at {cut} accepted");
-        }
-        let huge = (u32::MAX).to_le_bytes().to_vec();
-        assert!(matches!(
-            read_stream(&huge, MAX_PAYLOAD_LEN).1,
-            FrameError::HeaderTooLarge(_)
-        ));
-        let mut junk = 8u32.to_le_bytes().to_vec();
-        junk.extend([0xffu8; 8]);
-        assert!(matches!(
-            read_stream(&junk, MAX_PAYLOAD_LEN).1,
-            FrameError::Decode(_)
-        ));
-    }
-
-    #[test]
-    fn a_payload_over_the_limit_is_refused_with_its_size_and_the_setting() {
-        let bytes = frame_bytes(&[b"hello", b"world"]);
-        let (frames, end) = read_stream(&bytes, 9);
-        assert!(frames.is_empty());
-        assert!(
-            matches!(
-                end,
-                FrameError::PayloadTooLarge {
-                    declared: 10,
-                    limit: 9
-                }
-            ),
-            "{end}"
-        );
-        let text = end.to_string();
-        assert!(
-            text.contains(crate::limits::MAX_FRAME_PAYLOAD_VAR),
-            "{text}"
-        );
-        assert_eq!(read_stream(&bytes, 10).0.len(), 1);
-    }
 }

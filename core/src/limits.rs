@@ -24,6 +24,12 @@ pub const MAX_MESH_SIZE_VAR: &str = "MONARCH_MAX_MESH_SIZE";
 /// The most points one mesh may have when `MONARCH_MAX_MESH_SIZE` is unset.
 pub const DEFAULT_MAX_MESH_SIZE: usize = 1 << 20;
 
+/// Largest total payload of one frame the wire format allows; a runtime's
+/// own limit is [`max_frame_payload`] (at most this).
+pub(crate) const MAX_PAYLOAD_LEN: u64 = 1 << 36;
+/// Most parts in one frame.
+pub(crate) const MAX_PARTS: usize = 1 << 16;
+
 /// Environment variable: the largest payload (all parts together) of one
 /// frame, in bytes, that a runtime sends or accepts.
 pub const MAX_FRAME_PAYLOAD_VAR: &str = "MONARCH_MAX_FRAME_PAYLOAD";
@@ -42,7 +48,7 @@ pub fn max_frame_payload() -> u64 {
     *MAX.get_or_init(|| {
         setting(MAX_FRAME_PAYLOAD_VAR)
             .unwrap_or(DEFAULT_MAX_FRAME_PAYLOAD)
-            .min(crate::frame::MAX_PAYLOAD_LEN)
+            .min(MAX_PAYLOAD_LEN)
     })
 }
 
@@ -50,11 +56,11 @@ pub fn max_frame_payload() -> u64 {
 /// most [`max_frame_payload`] bytes together (a peer drops the connection
 /// of a frame over its limit, so a larger one fails here, alone).
 pub fn check_payload(parts: &[&[u8]]) -> Result<()> {
-    if parts.len() > crate::frame::MAX_PARTS {
+    if parts.len() > MAX_PARTS {
         return Err(Error::invalid(format!(
             "a payload of {} parts exceeds the limit of {}",
             parts.len(),
-            crate::frame::MAX_PARTS
+            MAX_PARTS
         )));
     }
     let total = parts.iter().map(|p| p.len() as u64).sum::<u64>();
@@ -289,7 +295,7 @@ mod tests {
     #[test]
     fn payloads_over_the_frame_limit_are_refused_without_reading_them() {
         check_payload(&[b"ab", b""]).unwrap();
-        let many = vec![&b""[..]; crate::frame::MAX_PARTS + 1];
+        let many = vec![&b""[..]; MAX_PARTS + 1];
         let e = check_payload(&many).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidArgument);
         // Only the lengths are read: 4,097 views of one 1 MiB buffer.

@@ -1,5 +1,5 @@
 //! The input generator shared by the fuzz tests (`core/tests/fuzz_wire.rs`
-//! and `core/src/frame/fuzz_tests.rs`, which includes this file by path):
+//! and `core/src/conn/fuzz_tests.rs`, which includes this file by path):
 //! a seeded PRNG, the case-count and seed settings, and the mutator.
 
 // Each test binary uses part of this module.

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
-use super::{write_frame, FrameError, MAX_HEADER_LEN, MAX_PAYLOAD_LEN};
-use crate::conn::read_stream;
+use super::read_stream;
+use crate::frame::{write_frame, FrameError, MAX_HEADER_LEN};
 use crate::limits::DEFAULT_MAX_FRAME_PAYLOAD;
+use crate::limits::MAX_PAYLOAD_LEN;
 use crate::wire::{Envelope, Kind};
 
 #[path = "../../tests/fuzz_support/mod.rs"]
