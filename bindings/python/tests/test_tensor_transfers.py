@@ -238,6 +238,68 @@ def test_large_reduce_over_one_dim_of_a_2d_mesh():
         pm.stop().get(timeout=30)
 
 
+def _paths(pm, n):
+    """Per proc: (same-host reduces, data-plane-only reduces) so far."""
+    from tensor_actors import reduce_paths
+
+    with pm.activate():
+        got = reduce_paths.call().get(timeout=T)
+    out = []
+    for i in range(n):
+        d = got.item(gpu=i)
+        out.append((d.get("same_host", 0), d.get("data_plane", 0)))
+    return out
+
+
+def _every_op_large(pm, n_procs):
+    """Every reduction of a large float32 tensor (uneven chunks) and a
+    reduce_ (in place), checked against torch on the same random shards."""
+    make = remote(_rank_data, propagate=lambda r, d, n: torch.empty(n, dtype=getattr(torch, d)))
+    n = 3 * MiB // 4 + 5
+    with pm.activate():
+        x = make(pm.rank("gpu"), "float32", n)
+        outs = {op: x.reduce("gpu", op) for op in REDUCTIONS}
+        y = x.clone()
+        y.reduce_("gpu", "sum")
+    ranks = range(n_procs)
+    for op, r in outs.items():
+        for i in (0, n_procs - 1):
+            assert torch.equal(fetch_shard(r, gpu=i).result(timeout=T), _expected(op, torch.float32, n, ranks)), op
+    for i in range(n_procs):
+        assert torch.equal(fetch_shard(y, gpu=i).result(timeout=T), _expected("sum", torch.float32, n, ranks))
+        assert torch.equal(fetch_shard(x, gpu=i).result(timeout=T), _local(torch.float32, n, seed=1000 + i))
+    return len(REDUCTIONS) + 1
+
+
+REDUCTIONS = ("sum", "avg", "max", "min", "product")
+
+
+def test_large_reduce_reads_same_host_peers_straight(mesh):
+    before = _paths(mesh, 4)
+    count = _every_op_large(mesh, 4)
+    after = _paths(mesh, 4)
+    for (s0, d0), (s1, d1) in zip(before, after):
+        assert (s1 - s0, d1 - d0) == (count, 0)
+
+
+def test_large_reduce_falls_back_to_the_data_plane(mesh):
+    # With the data plane forced onto TCP (as between hosts), no peer is
+    # read straight: every chunk travels through the data plane.
+    from tensor_actors import set_rdma_backend
+
+    with mesh.activate():
+        set_rdma_backend.call("tcp").get(timeout=T)
+    try:
+        before = _paths(mesh, 4)
+        count = _every_op_large(mesh, 4)
+        after = _paths(mesh, 4)
+    finally:
+        with mesh.activate():
+            set_rdma_backend.call(None).get(timeout=T)
+    for (s0, d0), (s1, d1) in zip(before, after):
+        assert (s1 - s0, d1 - d0) == (0, count)
+
+
 def _uneven(r):
     """On a worker: rank 1's shard is longer than the others'."""
     n = MiB // 4 + (1000 if int(r) == 1 else 0)
