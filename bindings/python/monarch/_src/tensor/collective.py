@@ -369,8 +369,8 @@ def _combine_blocks(dest: torch.Tensor, parts: list[Any], local: dict, op: str) 
     n = len(parts)
     numel = dest.numel()
     block = min(local_peers.BLOCK, numel)
-    bufs = [torch.empty(block, dtype=dest.dtype) for _ in range(2)]
-    acc = torch.empty(block, dtype=dest.dtype) if n > 2 else None
+    bufs = _block_buffers(dest.dtype)
+    acc = bufs[2]
     esize = dest.element_size()
 
     def part(k: int, b0: int, m: int, slot: int) -> torch.Tensor:
@@ -392,6 +392,20 @@ def _combine_blocks(dest: torch.Tensor, parts: list[Any], local: dict, op: str) 
         # The last step writes the destination (it may be this member's
         # own part, read by then: elementwise in place).
         _combine_into(d, a, part(n - 1, b0, m, 0), op)
+
+
+_blocks = threading.local()
+
+
+def _block_buffers(dtype: torch.dtype) -> list[torch.Tensor]:
+    """Three blocks of ``dtype`` for ``_combine_blocks``, kept per stream
+    thread (fresh ones would be page-faulted in at every reduce)."""
+    per = getattr(_blocks, "by_dtype", None)
+    if per is None:
+        per = _blocks.by_dtype = {}
+    if dtype not in per:
+        per[dtype] = [torch.empty(local_peers.BLOCK, dtype=dtype) for _ in range(3)]
+    return per[dtype]
 
 
 def _bytes(t: torch.Tensor) -> Any:
