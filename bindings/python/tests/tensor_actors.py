@@ -52,3 +52,21 @@ def failing_on(t, gpu):
     if current_worker().coords["gpu"] == gpu:
         raise ValueError(f"failed on gpu {gpu} on purpose")
     return t.clone()
+
+
+@remote
+def reduce_paths():
+    """How many large reduces of this proc read a same-host peer straight,
+    and how many ran on the data plane only."""
+    from monarch._src.tensor import collective
+
+    return dict(collective.PATHS)
+
+
+@remote
+def set_rdma_backend(name):
+    """Force the data plane's backend in this proc (None: the default)."""
+    if name is None:
+        os.environ.pop("MONARCH_RDMA_BACKEND", None)
+    else:
+        os.environ["MONARCH_RDMA_BACKEND"] = name

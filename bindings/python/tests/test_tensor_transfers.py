@@ -238,6 +238,68 @@ def test_large_reduce_over_one_dim_of_a_2d_mesh():
         pm.stop().get(timeout=30)
 
 
+def _paths(pm, n):
+    """Per proc: (same-host reduces, data-plane-only reduces) so far."""
+    from tensor_actors import reduce_paths
+
+    with pm.activate():
+        got = reduce_paths.call().get(timeout=T)
+    out = []
+    for i in range(n):
+        d = got.item(gpu=i)
+        out.append((d.get("same_host", 0), d.get("data_plane", 0)))
+    return out
+
+
+def _every_op_large(pm, n_procs):
+    """Every reduction of a large float32 tensor (uneven chunks) and a
+    reduce_ (in place), checked against torch on the same random shards."""
+    make = remote(_rank_data, propagate=lambda r, d, n: torch.empty(n, dtype=getattr(torch, d)))
+    n = 3 * MiB // 4 + 5
+    with pm.activate():
+        x = make(pm.rank("gpu"), "float32", n)
+        outs = {op: x.reduce("gpu", op) for op in REDUCTIONS}
+        y = x.clone()
+        y.reduce_("gpu", "sum")
+    ranks = range(n_procs)
+    for op, r in outs.items():
+        for i in (0, n_procs - 1):
+            assert torch.equal(fetch_shard(r, gpu=i).result(timeout=T), _expected(op, torch.float32, n, ranks)), op
+    for i in range(n_procs):
+        assert torch.equal(fetch_shard(y, gpu=i).result(timeout=T), _expected("sum", torch.float32, n, ranks))
+        assert torch.equal(fetch_shard(x, gpu=i).result(timeout=T), _local(torch.float32, n, seed=1000 + i))
+    return len(REDUCTIONS) + 1
+
+
+REDUCTIONS = ("sum", "avg", "max", "min", "product")
+
+
+def test_large_reduce_reads_same_host_peers_straight(mesh):
+    before = _paths(mesh, 4)
+    count = _every_op_large(mesh, 4)
+    after = _paths(mesh, 4)
+    for (s0, d0), (s1, d1) in zip(before, after):
+        assert (s1 - s0, d1 - d0) == (count, 0)
+
+
+def test_large_reduce_falls_back_to_the_data_plane(mesh):
+    # With the data plane forced onto TCP (as between hosts), no peer is
+    # read straight: every chunk travels through the data plane.
+    from tensor_actors import set_rdma_backend
+
+    with mesh.activate():
+        set_rdma_backend.call("tcp").get(timeout=T)
+    try:
+        before = _paths(mesh, 4)
+        count = _every_op_large(mesh, 4)
+        after = _paths(mesh, 4)
+    finally:
+        with mesh.activate():
+            set_rdma_backend.call(None).get(timeout=T)
+    for (s0, d0), (s1, d1) in zip(before, after):
+        assert (s1 - s0, d1 - d0) == (0, count)
+
+
 def _uneven(r):
     """On a worker: rank 1's shard is longer than the others'."""
     n = MiB // 4 + (1000 if int(r) == 1 else 0)
@@ -303,3 +365,44 @@ def test_proc_dying_mid_large_reduce_frees_the_live_peer():
             pm.stop().get(timeout=30)
         except Exception:  # noqa: BLE001 - the mesh lost a proc
             pass
+
+
+_OWNER = (
+    "import ctypes, time\n"
+    "b = ctypes.create_string_buffer(b'monarch' * 100)\n"
+    "print(ctypes.addressof(b), flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_a_peer_read_straight_is_known_gone_once_it_died(monkeypatch):
+    # What a worker relies on when a same-host peer dies while it is read:
+    # its pidfd says so (a read of its pid could reach another process).
+    import subprocess
+    import sys
+
+    from monarch._src.tensor import local_peers
+
+    monkeypatch.delenv("MONARCH_RDMA_BACKEND", raising=False)
+    child = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE)
+    try:
+        addr = int(child.stdout.readline())
+        assert local_peers.Peer.open(("another host", child.pid), addr) is None
+        p = local_peers.Peer.open((local_peers.IDENTITY, child.pid), addr)
+        assert p is not None
+        got = torch.empty(700, dtype=torch.uint8)
+        assert bytes(p.read_into(addr, got).numpy()) == b"monarch" * 100
+        p.check()
+        child.kill()
+        child.wait(timeout=T)
+        with pytest.raises(local_peers.PeerGone):
+            p.check()
+        with pytest.raises(local_peers.PeerGone):
+            p.read_into(addr, got)
+        p.close()
+        monkeypatch.setenv("MONARCH_RDMA_BACKEND", "tcp")
+        assert local_peers.me() is None
+    finally:
+        child.kill()
+        child.wait(timeout=T)
+        child.stdout.close()

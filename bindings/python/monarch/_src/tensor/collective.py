@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from ..rdma.rdma import RDMABuffer
+from . import local_peers
 from .memory import POOL
 
 # How long a worker waits for a peer's chunk before the reduce fails.
@@ -31,6 +33,10 @@ PEER_TIMEOUT = 300.0
 DATA_PLANE_MIN = 1 << 20
 
 REDUCTIONS = ("sum", "avg", "max", "min", "product")
+
+# How many large reduces ran with at least one same-host peer read
+# straight, and how many only on the data plane (tests check the path).
+PATHS: Counter = Counter()
 
 
 class PeerLostError(RuntimeError):
@@ -148,14 +154,17 @@ def reduce(
     seq: int,
     op: str,
     scatter: bool,
+    inplace: bool = False,
 ) -> torch.Tensor:
     """All-reduce (or reduce-scatter along dim 0 when ``scatter``) of ``t``
     over the workers ``group`` (global ranks, in group order) of which this
     one is ``me``; ``seq`` tags the messages of this collective. A member
     that fails (a peer gone, a bad tensor) tells the others, so none of
-    them waits for its part."""
+    them waits for its part. ``inplace``: the result may be written into
+    ``t`` itself (then it is returned over ``t``'s memory; a failure may
+    leave ``t`` partly reduced)."""
     try:
-        return _reduce(t, group, me, ports, mailbox, seq, op, scatter)
+        return _reduce(t, group, me, ports, mailbox, seq, op, scatter, inplace)
     except BaseException as e:
         abort(group, me, ports, seq, f"{type(e).__name__}: {e}")
         mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
@@ -183,6 +192,7 @@ def _reduce(
     seq: int,
     op: str,
     scatter: bool,
+    inplace: bool,
 ) -> torch.Tensor:
     n = len(group)
     abort = (seq, "abort")
@@ -195,7 +205,9 @@ def _reduce(
         if n == 1:
             acc = src.clone()
         elif src.numel() * src.element_size() >= DATA_PLANE_MIN:
-            acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort)
+            same = src.data_ptr() == t.data_ptr() and t.is_contiguous()
+            into = src if inplace and same and not scatter else None
+            acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort, into)
         else:
             acc = _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter, abort)
         if op == "avg":
@@ -242,15 +254,26 @@ def _bounds(numel: int, n: int) -> list[int]:
     return out
 
 
-def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort) -> torch.Tensor:
+def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort, into=None) -> torch.Tensor:
     """Large tensors: every member registers its tensor and its result
-    for one-sided reads. Worker ``g`` reads chunk ``g`` of every other
-    member's tensor (all reads started at once, into reused scratch
-    memory), combines the contributions in group order into chunk ``g`` of
-    its result (so every member computes bit-identical values), then reads
-    every other chunk of the result from the member that computed it.
-    Each worker copies ``2 (n - 1) / n`` of the tensor. A last exchange
-    makes sure no member still reads this one's memory when it returns."""
+    for one-sided reads. Worker ``g`` combines chunk ``g`` of every
+    member's tensor in group order (so every member computes bit-identical
+    values) into chunk ``g`` of its result, then reads every other chunk of
+    the result from the member that computed it. A last exchange makes
+    sure no member still reads this one's memory when it returns.
+
+    A peer on another host (or one the kernel does not let us read) is
+    read on the data plane, all reads started at once, into reused scratch
+    memory. A same-host peer is read straight from its memory
+    (``local_peers``), a block at a time as the block is combined: per
+    worker, ``n`` chunks read and one written for the reduce-scatter,
+    ``n - 1`` chunks copied for the all-gather, against ``n - 1`` more
+    written and read again through scratch on the data plane.
+
+    ``into`` (the contiguous input itself, for ``reduce_``) receives the
+    result instead of new memory: chunk ``g`` of it is read by this worker
+    only, and chunk ``k`` is overwritten only after member ``k`` said it
+    finished reading it."""
     n = len(group)
     g = group.index(me)
     flat = src.reshape(-1)
@@ -262,43 +285,48 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
         out = POOL.empty(flat.dtype, (mine,))
         acc = out
     else:
-        out = POOL.empty(flat.dtype, (flat.numel(),))
+        out = into.reshape(-1) if into is not None else POOL.empty(flat.dtype, (flat.numel(),))
         acc = out[lo:hi]
     src_buf = RDMABuffer(memoryview(_bytes(flat)).toreadonly())
     out_buf = None if scatter else RDMABuffer(memoryview(_bytes(out)).toreadonly())
     peers = [(k, peer) for k, peer in enumerate(group) if k != g]
+    local: dict[int, local_peers.Peer] = {}
     try:
+        mine_info = (src_buf, out_buf, str(flat.dtype), local_peers.me(), flat.data_ptr(), out.data_ptr())
         for _k, peer in peers:
-            ports[peer].send(((seq, "buffers", g), (src_buf, out_buf, str(flat.dtype))))
+            ports[peer].send(((seq, "buffers", g), mine_info))
         theirs = {k: mailbox.take((seq, "buffers", k), peer, abort) for k, peer in peers}
         # Every member sees every member's size and dtype, so a mismatch
         # fails them all here (none reads or waits for another).
-        for k, (buf, _out, dtype) in sorted(theirs.items()):
+        for k, (buf, _out, dtype, *_rest) in sorted(theirs.items()):
             if buf.size() != src_buf.size() or dtype != str(flat.dtype):
                 raise ValueError(
                     f"reduce: member {k} of the group has {buf.size()} bytes of {dtype}, "
                     f"member {g} has {src_buf.size()} bytes of {flat.dtype}; the shards must match"
                 )
-        # Reduce-scatter: chunk g of every member, read in parallel.
-        scratch = {}
-        reads = {}
+        for k, (_buf, _out, _dtype, who, src_addr, _out_addr) in theirs.items():
+            p = local_peers.Peer.open(who, src_addr)
+            if p is not None:
+                local[k] = p
+        PATHS["same_host" if local else "data_plane"] += 1
+        # Reduce-scatter: chunk g of every member.
         if mine:
-            for k, _ in peers:
-                scratch[k] = POOL.empty(flat.dtype, (mine,))
-                reads[k] = theirs[k][0].read_part(_bytes(scratch[k]), lo * esize, timeout=PEER_TIMEOUT)
-            first = None
+            parts: list[Any] = []
+            reads = {}
             for k in range(n):
                 if k == g:
-                    part = flat[lo:hi]
+                    parts.append(flat[lo:hi])
+                elif k in local:
+                    parts.append(theirs[k][4] + lo * esize)  # an address in peer k
                 else:
-                    reads.pop(k).get()
-                    part = scratch[k]
-                if k == 0:
-                    first = part
-                elif k == 1:
-                    _combine_into(acc, first, part, op)
-                else:
-                    _combine(acc, part, op)
+                    scratch = POOL.empty(flat.dtype, (mine,))
+                    reads[k] = theirs[k][0].read_part(_bytes(scratch), lo * esize, timeout=PEER_TIMEOUT)
+                    parts.append(scratch)
+            for f in reads.values():
+                f.get()
+            _combine_blocks(acc, parts, local, op)
+            for k in local:
+                local[k].check()
         if not scatter:
             for _k, peer in peers:
                 ports[peer].send(((seq, "ready", g), None))
@@ -307,7 +335,12 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
             for k, peer in peers:
                 mailbox.take((seq, "ready", k), peer, abort)
                 a, b = bounds[k], bounds[k + 1]
-                if b > a:
+                if b <= a:
+                    continue
+                if k in local:
+                    local[k].read_into(theirs[k][5] + a * esize, out[a:b])
+                    local[k].check()
+                else:
                     gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
             for f in gathers:
                 f.get()
@@ -315,11 +348,64 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
             ports[peer].send(((seq, "done", g), None))
         for k, peer in peers:
             mailbox.take((seq, "done", k), peer, abort)
+    except local_peers.PeerGone as e:
+        k = next(k for k, p in local.items() if p.pid == e.pid)
+        raise PeerLostError(f"peer worker {group[k]} is gone (its proc died)") from e
     finally:
+        for p in local.values():
+            p.close()
         src_buf.drop()
         if out_buf is not None:
             out_buf.drop()
     return out
+
+
+def _combine_blocks(dest: torch.Tensor, parts: list[Any], local: dict, op: str) -> None:
+    """``dest`` = ``parts[0] op parts[1] op ...`` (in that order), a block
+    at a time. A part is a tensor here or, for a same-host peer ``k`` in
+    ``local``, the address of its first element in that peer: each block
+    of it is read into a small buffer right before its use, so it is
+    combined from cache."""
+    n = len(parts)
+    numel = dest.numel()
+    block = min(local_peers.BLOCK, numel)
+    bufs = _block_buffers(dest.dtype)
+    acc = bufs[2]
+    esize = dest.element_size()
+
+    def part(k: int, b0: int, m: int, slot: int) -> torch.Tensor:
+        p = parts[k]
+        if isinstance(p, torch.Tensor):
+            return p[b0 : b0 + m]
+        return local[k].read_into(p + b0 * esize, bufs[slot][:m])
+
+    for b0 in range(0, numel, block):
+        m = min(block, numel - b0)
+        d = dest[b0 : b0 + m]
+        if n == 2:
+            _combine_into(d, part(0, b0, m, 0), part(1, b0, m, 1), op)
+            continue
+        a = acc[:m]
+        _combine_into(a, part(0, b0, m, 0), part(1, b0, m, 1), op)
+        for k in range(2, n - 1):
+            _combine(a, part(k, b0, m, 0), op)
+        # The last step writes the destination (it may be this member's
+        # own part, read by then: elementwise in place).
+        _combine_into(d, a, part(n - 1, b0, m, 0), op)
+
+
+_blocks = threading.local()
+
+
+def _block_buffers(dtype: torch.dtype) -> list[torch.Tensor]:
+    """Three blocks of ``dtype`` for ``_combine_blocks``, kept per stream
+    thread (fresh ones would be page-faulted in at every reduce)."""
+    per = getattr(_blocks, "by_dtype", None)
+    if per is None:
+        per = _blocks.by_dtype = {}
+    if dtype not in per:
+        per[dtype] = [torch.empty(local_peers.BLOCK, dtype=dtype) for _ in range(3)]
+    return per[dtype]
 
 
 def _bytes(t: torch.Tensor) -> Any:

@@ -328,10 +328,11 @@ class TensorWorker(Actor):
         group = self.group(dims)
         try:
             t = _resolve(Ref(src))
-            r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter)
+            r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter, inplace)
             if inplace:
-                with torch.no_grad():
-                    t.copy_(r)
+                if r.data_ptr() != t.data_ptr():  # not written into t already
+                    with torch.no_grad():
+                        t.copy_(r)
                 r = t
         except _Propagate as p:
             # No input here: the other members must not wait for it.
