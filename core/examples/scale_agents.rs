@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use monarch_core::agent_protocol;
-use monarch_core::{HostMesh, Runtime};
+use monarch_core::{CallMode, HostMesh, Runtime};
 
 fn secret() -> String {
     std::env::var("MONARCH_JOB_TOKEN").expect("MONARCH_JOB_TOKEN")
@@ -214,7 +214,7 @@ fn controller(idle: Duration, rounds: usize, addrs: &[String]) {
             &[],
         )
         .expect("spawn through the agents");
-    let (_am, ready) = pm
+    let (am, ready) = pm
         .spawn_actors("bench", "bench", &[])
         .expect("spawn actors");
     assert!(
@@ -224,11 +224,33 @@ fn controller(idle: Duration, rounds: usize, addrs: &[String]) {
     let spawned = ready.take().expect("ready").expect("a value mesh");
     assert!(spawned.values.iter().all(|v| !v.is_err()), "a proc failed");
     let spawn_s = t.elapsed().as_secs_f64();
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let median = lat.get(lat.len() / 2).copied().unwrap_or(0.0);
+    // A cast to the actor mesh on those procs (one `call()`, down the
+    // multicast tree of procs), gathered, round after round.
+    let mut cast_lat = Vec::with_capacity(rounds);
+    let c0 = cpu_time();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let f = am
+            .call("ping", &[], CallMode::All)
+            .expect("cast")
+            .expect("a gather");
+        assert!(f.wait(Some(Duration::from_secs(120))), "no answer");
+        let vm = f.take().expect("ready").expect("a value mesh");
+        assert_eq!(vm.values.len(), hosts.len());
+        assert!(vm.values.iter().all(|v| !v.is_err()), "a point failed");
+        cast_lat.push(t.elapsed().as_secs_f64());
+    }
+    let mesh_cast_cpu = (cpu_time() - c0).as_secs_f64() / rounds.max(1) as f64;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mesh_cast_median = median(&mut cast_lat);
+    let median = median(&mut lat);
     println!(
         "{{\"agents\": {}, \"attach_s\": {attach_s:.4}, \"idle_cpu_pct\": {idle_cpu:.3}, \
-         \"cast_median_s\": {median:.6}, \"cast_cpu_s\": {cast_cpu:.6}, \"spawn_s\": {spawn_s:.4}, \"rss_kib\": {}, \
+         \"cast_median_s\": {median:.6}, \"cast_cpu_s\": {cast_cpu:.6}, \"spawn_s\": {spawn_s:.4}, \
+         \"mesh_cast_median_s\": {mesh_cast_median:.6}, \"mesh_cast_cpu_s\": {mesh_cast_cpu:.6}, \"rss_kib\": {}, \
          \"threads\": {}, \"fds\": {}}}",
         hosts.len(),
         status("VmRSS"),
