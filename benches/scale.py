@@ -13,7 +13,8 @@ time to spawn one proc per host through the agents to every actor's first
 answer (the load generator starts each proc as a runtime of its own that
 connects back and says Ready, as a proc does), a cast+gather to the actor
 mesh on those procs (one `call()` per round, which travels down the
-multicast tree of procs: median latency, controller CPU per round), and
+multicast tree of procs: median latency, controller CPU per round, and
+the calling thread's CPU to issue the cast, i.e. the sender's own work), and
 the controller's resident memory, threads and open descriptors at the end.
 
     .venv/bin/python benches/scale.py                 # 10, 100, 1000 agents
@@ -111,6 +112,7 @@ def main() -> int:
                 f"{r['spawn_s'] * 1e3:.0f} ms",
                 f"{r['mesh_cast_median_s'] * 1e3:.2f} ms",
                 f"{r['mesh_cast_cpu_s'] * 1e3:.2f} ms",
+                f"{r['mesh_cast_issue_s'] * 1e6:.0f} µs",
                 f"{r['rss_kib'] / 1024:.1f} MiB",
                 str(r["threads"]),
                 str(r["fds"]),
@@ -126,6 +128,7 @@ def main() -> int:
             "spawn 1/host",
             "cast+gather 1/host (<= 20 ms)",
             "CPU per cast",
+            "issue",
             "RSS",
             "threads",
             "fds",
