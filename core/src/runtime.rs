@@ -138,6 +138,10 @@ pub(crate) struct Inner {
     remote: remote::RemoteProcs,
     /// Multicast relays: replies of a cast's subtree collected here.
     cast_relays: cast::Relays,
+    /// Multicast: our subtree's addresses in each proc mesh.
+    cast_tables: cast::Tables,
+    /// Casts received carrying the view (for tests).
+    cast_views: AtomicU64,
     /// Owners, failed procs and actors, top-level supervision events.
     supervision: Supervision,
     heartbeat: heartbeat::Heartbeat,
@@ -334,6 +338,8 @@ impl Runtime {
             ports: Default::default(),
             actors: Default::default(),
             cast_relays: Default::default(),
+            cast_tables: Default::default(),
+            cast_views: AtomicU64::new(0),
             me: weak.clone(),
             events: Default::default(),
             parking: Parking {
@@ -651,6 +657,20 @@ impl Runtime {
     #[doc(hidden)]
     pub fn cast_relays_in_flight(&self) -> usize {
         self.inner.cast_relays.len()
+    }
+
+    /// Address tables of proc meshes this proc forwards casts for (for
+    /// tests: tables are learned from spawns).
+    #[doc(hidden)]
+    pub fn cast_tables_known(&self) -> usize {
+        self.inner.cast_tables.len()
+    }
+
+    /// Casts this proc received carrying the view rather than node lists
+    /// (for tests: the view is what travels).
+    #[doc(hidden)]
+    pub fn cast_views_received(&self) -> u64 {
+        self.inner.cast_views.load(Ordering::Relaxed)
     }
 
     /// The procs whose connection was lost so far.
