@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::multicast::{Node, FORWARD_ONLY};
+use crate::multicast::{Node, ViewIndex, FORWARD_ONLY};
 use crate::value::PointValue;
 use crate::wire::Envelope;
 
@@ -163,15 +163,33 @@ impl Relays {
 /// of this proc's subtree. Learned from the node lists of SpawnActor casts,
 /// so that later casts to the mesh can carry the view alone.
 #[derive(Default)]
-pub(crate) struct Tables(Mutex<HashMap<u64, HashMap<usize, String>>>);
+pub(crate) struct Tables {
+    by_id: Mutex<HashMap<u64, HashMap<usize, String>>>,
+    /// The last view a cast carried, indexed (casts to one mesh repeat
+    /// the same encoded shape, shared by the frame decoder).
+    last_view: Mutex<Option<LastView>>,
+}
 
 impl Tables {
+    /// The view encoded in `shape`, indexed; None if it does not decode
+    /// or names a base rank twice.
+    pub(super) fn view(&self, shape: &Arc<[u8]>) -> Option<Arc<ViewIndex>> {
+        if let Some((bytes, v)) = &*self.last_view.lock() {
+            if Arc::ptr_eq(bytes, shape) || **bytes == **shape {
+                return Some(v.clone());
+            }
+        }
+        let v = Arc::new(ViewIndex::new(&crate::wire::decode_shape(shape).ok()?).ok()?);
+        *self.last_view.lock() = Some((shape.clone(), v.clone()));
+        Some(v)
+    }
+
     /// Keep the addresses of `ranks` (parallel to `addrs`) in table `id`.
     pub(super) fn learn(&self, id: u64, ranks: &[u64], addrs: &[String]) {
         if id == 0 || ranks.len() != addrs.len() {
             return;
         }
-        let mut all = self.0.lock();
+        let mut all = self.by_id.lock();
         let t = all.entry(id).or_default();
         for (&r, a) in ranks.iter().zip(addrs) {
             if !a.is_empty() && !t.contains_key(&(r as usize)) {
@@ -183,16 +201,19 @@ impl Tables {
     /// The addresses of `ranks` in table `id`; None if the table or one
     /// of them is unknown here.
     pub(super) fn addrs(&self, id: u64, ranks: impl Iterator<Item = usize>) -> Option<Vec<String>> {
-        let all = self.0.lock();
+        let all = self.by_id.lock();
         let t = all.get(&id)?;
         ranks.map(|r| t.get(&r).cloned()).collect()
     }
 
     /// Number of tables known (for tests).
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().len()
+        self.by_id.lock().len()
     }
 }
+
+/// An encoded shape and its index.
+type LastView = (Arc<[u8]>, Arc<ViewIndex>);
 
 /// Fill `env`'s cast fields for sending the view it carries (`env.shape`)
 /// to node `to`, a proc of a proc mesh of `n` procs: the receiver lists its

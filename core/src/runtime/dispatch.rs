@@ -17,7 +17,7 @@ use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::future::Answer;
-use crate::multicast::{parent, route, subtree_nodes, Node, ViewIndex, FORWARD_ONLY};
+use crate::multicast::{levels, parent, route, subtree_nodes, Node, FORWARD_ONLY};
 use crate::supervision::FailureCause;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
@@ -576,11 +576,11 @@ impl Inner {
         };
         let me = me as usize;
         let k = (env.cast_fanout as usize).max(2);
-        let view = env
-            .shape
-            .as_ref()
-            .and_then(|s| crate::wire::decode_shape(s).ok())
-            .and_then(|s| ViewIndex::new(&s).ok());
+        if levels(Some(me), k, n).next().is_none() {
+            // A leaf of the tree: nothing below us to list.
+            return;
+        }
+        let view = env.shape.as_ref().and_then(|s| self.cast_tables.view(s));
         let (Some(view), true) = (view, me < n) else {
             tracing::warn!(sender = %env.sender, "malformed cast view; not forwarded");
             return;
