@@ -505,7 +505,7 @@ impl ActorMesh {
         };
         let (port, fut) = match replies {
             Replies::Gather => {
-                let peers = bases.iter().map(|&b| procs[b].clone()).collect();
+                let peers = crate::runtime::GatherPeers::Mesh(self.r.clone());
                 let (port, fut) = self.rt.open_gather(shape.clone(), peers, relays);
                 (port, Some(fut))
             }

@@ -53,6 +53,7 @@ use actors::ActorState;
 pub(crate) use children::StartWatch;
 pub use events::{Event, EventKind};
 pub use introspect::INTROSPECT_ACTOR;
+pub(crate) use ports::GatherPeers;
 pub use ports::PortReceiver;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
@@ -628,14 +629,14 @@ impl Runtime {
     pub(crate) fn open_gather(
         &self,
         shape: Shape,
-        peers: Vec<String>,
+        peers: impl Into<GatherPeers>,
         relays: Option<Arc<crate::multicast::LazyRelays>>,
     ) -> (u64, Future) {
         let port = self.inner.new_port_id();
         let done = self.new_future();
         self.inner
             .ports
-            .open_gather(port, shape, peers, relays, done.clone());
+            .open_gather(port, shape, peers.into(), relays, done.clone());
         (port, done)
     }
 
