@@ -174,6 +174,12 @@ fn serve_events(
                             .to_le_bytes()
                             .to_vec()])
                     }
+                    // Casts received carrying the view, and address
+                    // tables known (tests check what travelled).
+                    Some(Actor::Echo) if ev.method == "view_casts" => Ok(vec![
+                        (rt.cast_views_received() as i64).to_le_bytes().to_vec(),
+                        (rt.cast_tables_known() as i64).to_le_bytes().to_vec(),
+                    ]),
                     Some(a) => {
                         let method = ev.method.clone();
                         handle(a, &method, &ev)

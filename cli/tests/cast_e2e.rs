@@ -111,3 +111,98 @@ fn relays_are_freed_after_casts_and_losses_and_the_lost_set_is_bounded() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(c.rt.lost_count(), 0);
 }
+
+/// Per rank: casts received carrying the view, and address tables known
+/// (asked one rank at a time, in rank order, so that the same questions
+/// asked twice add the same counts).
+fn view_casts(am: &ActorMesh) -> Vec<(i64, i64)> {
+    let num = |p: &Vec<u8>| i64::from_le_bytes(p.as_slice().try_into().expect("8 bytes"));
+    (0..8)
+        .map(
+            |r| match &call(&am.at("gpus", r).unwrap(), "view_casts", &[]).values[0] {
+                monarch_core::PointValue::Ok(p) => (num(&p[0]), num(&p[1])),
+                e => panic!("view_casts failed: {e:?}"),
+            },
+        )
+        .collect()
+}
+
+/// The procs of the 8-proc, fan-out-2 tree a cast to `points` passes
+/// through (the points and their ancestors); none when every point is a
+/// child of the sender (sent to directly, no tree).
+fn on_paths(points: &[usize]) -> [bool; 8] {
+    let mut on = [false; 8];
+    if points.iter().all(|&p| p < 2) {
+        return on;
+    }
+    for &p in points {
+        let mut r = Some(p);
+        while let Some(x) = r {
+            on[x] = true;
+            r = (x >= 2).then(|| (x - 2) / 2);
+        }
+    }
+    on
+}
+
+#[test]
+fn casts_to_a_mesh_we_spawned_carry_the_view_down_the_tree() {
+    init();
+    let c = Controller {
+        rt: Runtime::new().expect("controller runtime"),
+    };
+    let pm = ProcMesh::spawn(
+        &c.rt,
+        Shape::new(&[("gpus", 8)]).unwrap(),
+        &worker_argv(),
+        &[],
+    )
+    .unwrap();
+    let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
+    assert!(wait(&ready).values.iter().all(|v| !v.is_err()));
+    let before = view_casts(&am);
+    // The spawn's node lists left each forwarder (0, 1, 2) the addresses
+    // of its subtree; leaves keep none.
+    let tables: Vec<i64> = before.iter().map(|c| c.1).collect();
+    assert_eq!(tables, [1, 1, 1, 0, 0, 0, 0, 0]);
+
+    let vm = call(&am, "rank", &[]);
+    assert_eq!(
+        vm.values.iter().map(i64_of).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<i64>>()
+    );
+    // 1, 4, 7: through 0 and 2 (forward only) to 7, through 1 to 4.
+    let strided = am.select("gpus", Some(1), None, 3).unwrap();
+    let vm = call(&strided, "rank", &[]);
+    assert_eq!(vm.values.iter().map(i64_of).collect::<Vec<_>>(), [0, 1, 2]);
+    // 0, 2, 4, 6, and a slice of that slice: 2, 6.
+    let even = am.select("gpus", Some(0), None, 2).unwrap();
+    let vm = call(&even, "rank", &[]);
+    assert_eq!(
+        vm.values.iter().map(i64_of).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    let vm = call(&even.select("gpus", Some(1), None, 2).unwrap(), "rank", &[]);
+    assert_eq!(vm.values.iter().map(i64_of).collect::<Vec<_>>(), [0, 1]);
+    // Every proc on the way got the view (not lists), once per cast:
+    // the procs on the paths to the points of each cast above, plus those
+    // of one read of every rank (between the two reads of rank r, the
+    // first series read ranks after r and the second ranks up to r).
+    let mut want = [0i64; 8];
+    let casts: [&[usize]; 4] = [
+        &[0, 1, 2, 3, 4, 5, 6, 7],
+        &[1, 4, 7],
+        &[0, 2, 4, 6],
+        &[2, 6],
+    ];
+    let reads: Vec<[usize; 1]> = (0..8).map(|r| [r]).collect();
+    for points in casts.into_iter().chain(reads.iter().map(|r| &r[..])) {
+        for (w, on) in want.iter_mut().zip(on_paths(points)) {
+            *w += i64::from(on);
+        }
+    }
+    let after = view_casts(&am);
+    let got: Vec<i64> = after.iter().zip(&before).map(|(a, b)| a.0 - b.0).collect();
+    assert_eq!(got, want);
+    let _ = wait(&pm.stop());
+}

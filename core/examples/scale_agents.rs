@@ -14,8 +14,10 @@
 //! calls every agent ROUNDS times and gathers the answers; it prints one
 //! JSON line: attach time, its own CPU while idle (percent of one CPU),
 //! per call+gather (median latency and CPU), then the time to spawn one
-//! proc per host through the agents to every actor's first answer, and
-//! its resident memory, threads and descriptors at the end.
+//! proc per host through the agents to every actor's first answer, per
+//! cast+gather to the actors on those procs (median latency, CPU per
+//! round, and the calling thread's CPU to issue the cast), and its
+//! resident memory, threads and descriptors at the end.
 //!
 //! The job secret comes from `MONARCH_JOB_TOKEN` in both modes.
 
@@ -26,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use monarch_core::agent_protocol;
-use monarch_core::{HostMesh, Runtime};
+use monarch_core::{CallMode, HostMesh, Runtime};
 
 fn secret() -> String {
     std::env::var("MONARCH_JOB_TOKEN").expect("MONARCH_JOB_TOKEN")
@@ -164,6 +166,14 @@ fn cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// CPU time of the calling thread.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: clock_gettime fills the struct.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// A field of /proc/self/status (e.g. `VmRSS`, `Threads`), its first number.
 fn status(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -214,7 +224,7 @@ fn controller(idle: Duration, rounds: usize, addrs: &[String]) {
             &[],
         )
         .expect("spawn through the agents");
-    let (_am, ready) = pm
+    let (am, ready) = pm
         .spawn_actors("bench", "bench", &[])
         .expect("spawn actors");
     assert!(
@@ -224,11 +234,37 @@ fn controller(idle: Duration, rounds: usize, addrs: &[String]) {
     let spawned = ready.take().expect("ready").expect("a value mesh");
     assert!(spawned.values.iter().all(|v| !v.is_err()), "a proc failed");
     let spawn_s = t.elapsed().as_secs_f64();
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let median = lat.get(lat.len() / 2).copied().unwrap_or(0.0);
+    // A cast to the actor mesh on those procs (one `call()`, down the
+    // multicast tree of procs), gathered, round after round.
+    let mut cast_lat = Vec::with_capacity(rounds);
+    let mut issue = Vec::with_capacity(rounds);
+    let c0 = cpu_time();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let i0 = thread_cpu_time();
+        let f = am
+            .call("ping", &[], CallMode::All)
+            .expect("cast")
+            .expect("a gather");
+        issue.push((thread_cpu_time() - i0).as_secs_f64());
+        assert!(f.wait(Some(Duration::from_secs(120))), "no answer");
+        let vm = f.take().expect("ready").expect("a value mesh");
+        assert_eq!(vm.values.len(), hosts.len());
+        assert!(vm.values.iter().all(|v| !v.is_err()), "a point failed");
+        cast_lat.push(t.elapsed().as_secs_f64());
+    }
+    let mesh_cast_cpu = (cpu_time() - c0).as_secs_f64() / rounds.max(1) as f64;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mesh_cast_median = median(&mut cast_lat);
+    let mesh_cast_issue = median(&mut issue);
+    let median = median(&mut lat);
     println!(
         "{{\"agents\": {}, \"attach_s\": {attach_s:.4}, \"idle_cpu_pct\": {idle_cpu:.3}, \
-         \"cast_median_s\": {median:.6}, \"cast_cpu_s\": {cast_cpu:.6}, \"spawn_s\": {spawn_s:.4}, \"rss_kib\": {}, \
+         \"cast_median_s\": {median:.6}, \"cast_cpu_s\": {cast_cpu:.6}, \"spawn_s\": {spawn_s:.4}, \
+         \"mesh_cast_median_s\": {mesh_cast_median:.6}, \"mesh_cast_cpu_s\": {mesh_cast_cpu:.6}, \"mesh_cast_issue_s\": {mesh_cast_issue:.7}, \"rss_kib\": {}, \
          \"threads\": {}, \"fds\": {}}}",
         hosts.len(),
         status("VmRSS"),

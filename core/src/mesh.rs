@@ -10,7 +10,7 @@ use crate::geometry::Shape;
 use crate::limits::{check_local_procs, check_name, check_payload};
 use crate::multicast::{self, LazyRelays, Node, ViewIndex, FORWARD_ONLY};
 use crate::port::PortRef;
-use crate::runtime::cast::set_cast_fields;
+use crate::runtime::cast::{set_cast_fields, set_view_fields};
 use crate::runtime::PortReceiver;
 use crate::runtime::{Future, Runtime};
 use crate::value::{PointValue, ValueMesh};
@@ -159,7 +159,7 @@ impl ProcMesh {
         )
         .entered();
         let key = format!("{name}.{}", self.rt.next_id());
-        let mesh = ActorMesh::new(
+        let mut mesh = ActorMesh::new(
             self.rt.clone(),
             ActorMeshRef {
                 name: name.to_string(),
@@ -168,6 +168,9 @@ impl ProcMesh {
                 shape: self.shape.clone(),
             },
         );
+        if self.procs.len() > multicast::fanout() {
+            mesh.table = multicast::table_id(&self.procs);
+        }
         self.rt
             .register_actor_mesh(&mesh.r.key, name, &mesh.r.procs);
         let mut env = Envelope::new(Kind::SpawnActor);
@@ -266,13 +269,16 @@ impl MeshView for ActorMesh {
         &self.r.shape
     }
     fn with_shape(&self, shape: Shape) -> ActorMesh {
-        ActorMesh::new(
-            self.rt.clone(),
-            ActorMeshRef {
-                shape,
-                ..(*self.r).clone()
-            },
-        )
+        ActorMesh {
+            table: self.table,
+            ..ActorMesh::new(
+                self.rt.clone(),
+                ActorMeshRef {
+                    shape,
+                    ..(*self.r).clone()
+                },
+            )
+        }
     }
 }
 
@@ -285,6 +291,11 @@ pub struct ActorMesh {
     /// The encoded shape, computed once and attached to every message.
     shape_bytes: Arc<[u8]>,
     next_choice: Arc<AtomicUsize>,
+    /// The proc mesh's address table id (`multicast::table_id`) when this
+    /// process spawned the actors: its SpawnActor cast left every proc on
+    /// the way the addresses of its subtree, and our later casts, on the
+    /// same FIFO paths, may carry the view alone. 0: casts carry node lists.
+    table: u64,
 }
 
 impl ActorMesh {
@@ -295,6 +306,7 @@ impl ActorMesh {
             r: Arc::new(r),
             shape_bytes,
             next_choice: Arc::new(AtomicUsize::new(0)),
+            table: 0,
         }
     }
 
@@ -445,7 +457,17 @@ impl ActorMesh {
         } else {
             self.rt.lost_procs()
         };
-        let routes = (!direct).then(|| match &view {
+        // A mesh we spawned, no proc lost: the frames carry the view, and
+        // we only work out our first hops (O(K · depth)).
+        let view_hops = match &view {
+            Some(v)
+                if self.table != 0 && lost_before.is_empty() && env.kind != Kind::SpawnActor =>
+            {
+                Some(multicast::view_hops(None, k, procs.len(), v, &|_| false).hops)
+            }
+            _ => None,
+        };
+        let routes = (!direct && view_hops.is_none()).then(|| match &view {
             // No proc lost: the node lists straight from the view's subtrees.
             Some(v) if lost_before.is_empty() => multicast::Routes {
                 hops: multicast::view_node_lists(k, procs.len(), v),
@@ -459,6 +481,7 @@ impl ActorMesh {
                 multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), false)
             }
         });
+        let relays_view = view_hops.as_ref().and(view.clone());
         // Which points went through a forwarder is worked out only if the
         // forwarder is lost (nothing recorded per point here).
         let relays = match (view, fill_own) {
@@ -484,7 +507,7 @@ impl ActorMesh {
         };
         let (port, fut) = match replies {
             Replies::Gather => {
-                let peers = bases.iter().map(|&b| procs[b].clone()).collect();
+                let peers = crate::runtime::GatherPeers::Mesh(self.r.clone());
                 let (port, fut) = self.rt.open_gather(shape.clone(), peers, relays);
                 (port, Some(fut))
             }
@@ -513,6 +536,30 @@ impl ActorMesh {
                 first_err = Some(e);
             }
         };
+        // A gather's replies are collected per subtree on the way up.
+        env.cast_relay = matches!(replies, Replies::Gather);
+        env.cast_table = self.table;
+        if let (Some(hops), Some(view)) = (view_hops, relays_view.as_ref()) {
+            self.rt
+                .wait_ready_all(hops.iter().map(|&h| procs[h].as_str()));
+            for h in hops {
+                let to = Node {
+                    rank: h,
+                    slot: view.slot_of(h).unwrap_or(FORWARD_ONLY),
+                };
+                let mut e = env.clone();
+                set_view_fields(&mut e, to, procs.len(), k);
+                if let Err(err) = self.rt.send_batched(&procs[h], &e, parts) {
+                    for slot in multicast::subtree_slots(h, k, procs.len(), view) {
+                        failed(slot, err.clone());
+                    }
+                }
+            }
+            return match first_err {
+                Some(e) => Err(e),
+                None => Ok(fut),
+            };
+        }
         match routes {
             None => {
                 for (slot, &b) in bases.iter().enumerate() {
@@ -529,8 +576,6 @@ impl ActorMesh {
                     failed(m.slot, Error::new(ErrorKind::ProcFailed, why));
                 }
                 let addr_of = |r: usize| procs[r].clone();
-                // A gather's replies are collected per subtree on the way up.
-                env.cast_relay = matches!(replies, Replies::Gather);
                 // Procs we started may still be starting: the forwarding
                 // procs can only connect to them once they listen.
                 self.rt

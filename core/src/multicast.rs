@@ -31,16 +31,22 @@
 //! go straight to the port's proc (or `reply_to`).
 //!
 //! Two ways to describe a cast's points to a node:
-//! - [`route`]: explicit node lists (base rank, slot, address per node),
-//!   used between OS processes, where a forwarder also needs its
-//!   descendants' addresses. The sender's work is O(N) (it lists every
-//!   point once, in K messages).
+//! - [`route`]: explicit node lists (base rank, slot, address per node).
+//!   Between OS processes a forwarder needs its descendants' addresses:
+//!   the SpawnActor cast of an actor mesh carries such lists, and each proc
+//!   keeps the addresses of its subtree under the proc mesh's
+//!   [`table_id`]. Lists are also what is sent while a proc is lost (they
+//!   route around it) and to meshes not spawned by the sender. The
+//!   sender's work is then O(N) (it lists every point once, in K messages).
 //! - [`view_hops`] with a [`ViewIndex`]: the cast carries the view itself;
 //!   a node's subtree is `depth` contiguous ranges of base ranks
 //!   ([`levels`]), so each node, the sender included, finds its first hops
 //!   in O(K · depth · dims) without looking at the points, and the points
 //!   below a lost node are computed only when it is lost
-//!   ([`subtree_slots`]). Used by in-process procs (`local.rs`).
+//!   ([`subtree_slots`]). Used by in-process procs (`local.rs`), and
+//!   between OS processes for casts to a mesh the sender spawned: each
+//!   receiving proc lists its own subtree ([`subtree_nodes`]) and takes
+//!   the addresses from its table.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -493,8 +499,10 @@ pub fn view_node_lists(k: usize, n: usize, view: &ViewIndex) -> Vec<Vec<Node>> {
 }
 
 /// The nodes of `h`'s subtree a cast to `view` concerns (points, and the
-/// nodes on their paths), `h` first, then by rank.
-fn subtree_nodes(h: usize, k: usize, n: usize, view: &ViewIndex) -> Vec<Node> {
+/// nodes on their paths), `h` first, then by rank (empty when the subtree
+/// holds no point). A proc that receives a cast carrying the view lists
+/// its own part of it with this.
+pub fn subtree_nodes(h: usize, k: usize, n: usize, view: &ViewIndex) -> Vec<Node> {
     let lv: Vec<std::ops::Range<usize>> = subtree(h, k, n).collect();
     let mut per_level: Vec<Vec<Node>> = vec![Vec::new(); lv.len()];
     let mut below: Vec<usize> = Vec::new();
@@ -529,6 +537,21 @@ fn subtree_nodes(h: usize, k: usize, n: usize, view: &ViewIndex) -> Vec<Node> {
         per_level[i] = out;
     }
     per_level.concat()
+}
+
+/// The id of a proc mesh's address table: a hash of its proc addresses
+/// (FNV-1a, the same in every process), never 0. The same id names the
+/// same address list, whoever spawned on it, so tables learned from
+/// different senders merge consistently.
+pub fn table_id(procs: &[String]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in procs {
+        for &b in p.as_bytes().iter().chain(std::iter::once(&0u8)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h.max(1)
 }
 
 /// Where a cast of a whole view goes from one node.

@@ -53,6 +53,7 @@ use actors::ActorState;
 pub(crate) use children::StartWatch;
 pub use events::{Event, EventKind};
 pub use introspect::INTROSPECT_ACTOR;
+pub(crate) use ports::GatherPeers;
 pub use ports::PortReceiver;
 pub(crate) mod remote;
 pub use remote::{AGENT_ACTOR, CONTROL_ACTOR};
@@ -138,6 +139,10 @@ pub(crate) struct Inner {
     remote: remote::RemoteProcs,
     /// Multicast relays: replies of a cast's subtree collected here.
     cast_relays: cast::Relays,
+    /// Multicast: our subtree's addresses in each proc mesh.
+    cast_tables: cast::Tables,
+    /// Casts received carrying the view (for tests).
+    cast_views: AtomicU64,
     /// Owners, failed procs and actors, top-level supervision events.
     supervision: Supervision,
     heartbeat: heartbeat::Heartbeat,
@@ -334,6 +339,8 @@ impl Runtime {
             ports: Default::default(),
             actors: Default::default(),
             cast_relays: Default::default(),
+            cast_tables: Default::default(),
+            cast_views: AtomicU64::new(0),
             me: weak.clone(),
             events: Default::default(),
             parking: Parking {
@@ -622,14 +629,14 @@ impl Runtime {
     pub(crate) fn open_gather(
         &self,
         shape: Shape,
-        peers: Vec<String>,
+        peers: impl Into<GatherPeers>,
         relays: Option<Arc<crate::multicast::LazyRelays>>,
     ) -> (u64, Future) {
         let port = self.inner.new_port_id();
         let done = self.new_future();
         self.inner
             .ports
-            .open_gather(port, shape, peers, relays, done.clone());
+            .open_gather(port, shape, peers.into(), relays, done.clone());
         (port, done)
     }
 
@@ -651,6 +658,20 @@ impl Runtime {
     #[doc(hidden)]
     pub fn cast_relays_in_flight(&self) -> usize {
         self.inner.cast_relays.len()
+    }
+
+    /// Address tables of proc meshes this proc forwards casts for (for
+    /// tests: tables are learned from spawns).
+    #[doc(hidden)]
+    pub fn cast_tables_known(&self) -> usize {
+        self.inner.cast_tables.len()
+    }
+
+    /// Casts this proc received carrying the view rather than node lists
+    /// (for tests: the view is what travels).
+    #[doc(hidden)]
+    pub fn cast_views_received(&self) -> u64 {
+        self.inner.cast_views.load(Ordering::Relaxed)
     }
 
     /// The procs whose connection was lost so far.

@@ -75,6 +75,11 @@ pub struct Envelope {
     pub reply_to: String,
     /// Forwarding procs collect their subtree's replies (see `multicast`).
     pub cast_relay: bool,
+    /// Id of the proc mesh's address table (see `multicast`; 0: none).
+    pub cast_table: u64,
+    /// A cast carrying the view: the number of procs of the proc mesh (0:
+    /// the cast carries node lists).
+    pub cast_n: u64,
 }
 
 impl Envelope {
@@ -168,6 +173,8 @@ impl Envelope {
                 cast_fanout: self.cast_fanout,
                 reply_to,
                 cast_relay: self.cast_relay,
+                cast_table: self.cast_table,
+                cast_n: self.cast_n,
             },
         );
         fbb.finish_minimal(root);
@@ -233,6 +240,8 @@ impl Envelope {
             cast_fanout: e.cast_fanout(),
             reply_to: s(e.reply_to()),
             cast_relay: e.cast_relay(),
+            cast_table: e.cast_table(),
+            cast_n: e.cast_n(),
         })
     }
 }

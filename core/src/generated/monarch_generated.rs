@@ -646,6 +646,8 @@ impl<'a> Envelope<'a> {
   pub const VT_CAST_FANOUT: ::flatbuffers::VOffsetT = 36;
   pub const VT_REPLY_TO: ::flatbuffers::VOffsetT = 38;
   pub const VT_CAST_RELAY: ::flatbuffers::VOffsetT = 40;
+  pub const VT_CAST_TABLE: ::flatbuffers::VOffsetT = 42;
+  pub const VT_CAST_N: ::flatbuffers::VOffsetT = 44;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -657,6 +659,8 @@ impl<'a> Envelope<'a> {
     args: &'args EnvelopeArgs<'args>
   ) -> ::flatbuffers::WIPOffset<Envelope<'bldr>> {
     let mut builder = EnvelopeBuilder::new(_fbb);
+    builder.add_cast_n(args.cast_n);
+    builder.add_cast_table(args.cast_table);
     builder.add_message_rank(args.message_rank);
     builder.add_reply_slot(args.reply_slot);
     builder.add_reply_port(args.reply_port);
@@ -840,6 +844,28 @@ impl<'a> Envelope<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<bool>(Envelope::VT_CAST_RELAY, Some(false)).unwrap()}
   }
+  /// Multicast: the id of the proc mesh's address table. A SpawnActor cast
+  /// that carries it (with node lists) leaves each proc the addresses of
+  /// its subtree under that id; a later cast may then carry the view alone.
+  #[inline]
+  pub fn cast_table(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Envelope::VT_CAST_TABLE, Some(0)).unwrap()}
+  }
+  /// Multicast carrying the view (not node lists): the number of procs of
+  /// the proc mesh (0: node lists, above). `cast_ranks`/`cast_slots` then
+  /// hold only the receiver's base rank and point, `shape` is the view, and
+  /// each proc works out its own subtree's part of it, addresses from the
+  /// table `cast_table`.
+  #[inline]
+  pub fn cast_n(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Envelope::VT_CAST_N, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Envelope<'_> {
@@ -867,6 +893,8 @@ impl ::flatbuffers::Verifiable for Envelope<'_> {
      .visit_field::<u32>("cast_fanout", Self::VT_CAST_FANOUT, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("reply_to", Self::VT_REPLY_TO, false)?
      .visit_field::<bool>("cast_relay", Self::VT_CAST_RELAY, false)?
+     .visit_field::<u64>("cast_table", Self::VT_CAST_TABLE, false)?
+     .visit_field::<u64>("cast_n", Self::VT_CAST_N, false)?
      .finish();
     Ok(())
   }
@@ -891,6 +919,8 @@ pub struct EnvelopeArgs<'a> {
     pub cast_fanout: u32,
     pub reply_to: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub cast_relay: bool,
+    pub cast_table: u64,
+    pub cast_n: u64,
 }
 impl<'a> Default for EnvelopeArgs<'a> {
   #[inline]
@@ -915,6 +945,8 @@ impl<'a> Default for EnvelopeArgs<'a> {
       cast_fanout: 0,
       reply_to: None,
       cast_relay: false,
+      cast_table: 0,
+      cast_n: 0,
     }
   }
 }
@@ -1001,6 +1033,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> EnvelopeBuilder<'a, 'b, A> {
     self.fbb_.push_slot::<bool>(Envelope::VT_CAST_RELAY, cast_relay, false);
   }
   #[inline]
+  pub fn add_cast_table(&mut self, cast_table: u64) {
+    self.fbb_.push_slot::<u64>(Envelope::VT_CAST_TABLE, cast_table, 0);
+  }
+  #[inline]
+  pub fn add_cast_n(&mut self, cast_n: u64) {
+    self.fbb_.push_slot::<u64>(Envelope::VT_CAST_N, cast_n, 0);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> EnvelopeBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     EnvelopeBuilder {
@@ -1037,6 +1077,8 @@ impl ::core::fmt::Debug for Envelope<'_> {
       ds.field("cast_fanout", &self.cast_fanout());
       ds.field("reply_to", &self.reply_to());
       ds.field("cast_relay", &self.cast_relay());
+      ds.field("cast_table", &self.cast_table());
+      ds.field("cast_n", &self.cast_n());
       ds.finish()
   }
 }

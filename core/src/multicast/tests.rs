@@ -355,3 +355,76 @@ fn view_node_lists_are_what_route_gives() {
         assert_eq!(view_node_lists(16, 4096, &idx), want, "{v}");
     }
 }
+
+/// A random view: a 1- to 3-d mesh of up to ~1,500 procs, sliced with
+/// random starts and steps, sometimes a fixed index.
+fn random_view(seed: &mut u64) -> crate::Shape {
+    let mut next = |m: usize| {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed % m as u64) as usize
+    };
+    let dims = 1 + next(3);
+    let labels = ["a", "b", "c"];
+    let sizes: Vec<(&str, usize)> = (0..dims).map(|d| (labels[d], 1 + next(12))).collect();
+    let mut v = crate::Shape::new(&sizes).unwrap();
+    for &(label, size) in &sizes {
+        match next(4) {
+            0 => {}
+            1 if v.labels().len() > 1 => v = v.at(label, next(size)).unwrap(),
+            _ => {
+                let start = next(size) as i64;
+                let step = 1 + next(4) as i64;
+                v = v.select(label, Some(start), None, step).unwrap();
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn a_forwarders_subtree_from_the_view_is_the_list_it_was_sent() {
+    // What each node of the tree receives as explicit node lists (`route`
+    // at every level) is exactly what it computes from the view itself
+    // (`subtree_nodes`): a cast carrying the view reaches the same nodes
+    // with the same points.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..300 {
+        let v = random_view(&mut seed);
+        let bases: Vec<usize> = v.base_ranks().collect();
+        let n = bases.iter().max().map_or(1, |m| m + 1) + (seed % 20) as usize;
+        let idx = ViewIndex::new(&v).unwrap();
+        for k in [2, 3, 16] {
+            let mut queue = route(None, k, members(&bases), &|_| false, false).hops;
+            let mut nodes_seen = 0;
+            while let Some(nodes) = queue.pop() {
+                let me = nodes[0].rank;
+                assert_eq!(
+                    subtree_nodes(me, k, n, &idx),
+                    nodes,
+                    "{v} k={k} n={n} at {me}"
+                );
+                nodes_seen += 1;
+                let below = route(Some(me), k, nodes[1..].iter().copied(), &|_| false, false);
+                queue.extend(below.hops);
+            }
+            assert!(nodes_seen >= usize::from(!bases.is_empty()));
+        }
+    }
+}
+
+#[test]
+fn table_ids_name_the_address_list() {
+    let a: Vec<String> = (0..20).map(|i| format!("tcp:10.0.0.{i}:1")).collect();
+    let mut b = a.clone();
+    assert_eq!(table_id(&a), table_id(&b));
+    b.swap(3, 4);
+    assert_ne!(table_id(&a), table_id(&b));
+    // Address boundaries count: ["ab", "c"] is not ["a", "bc"].
+    assert_ne!(
+        table_id(&["ab".to_string(), "c".to_string()]),
+        table_id(&["a".to_string(), "bc".to_string()])
+    );
+    assert_ne!(table_id(&[]), 0);
+}

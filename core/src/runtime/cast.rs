@@ -1,14 +1,15 @@
 //! `Relays`: a forwarding proc's collections of its subtrees' replies to
 //! casts (for a gather, the replies of a cast's subtree are collected here
-//! and sent up together), and the cast fields of a forwarded envelope. The
-//! routing itself is `crate::multicast`; forwarding a received cast is in
-//! `dispatch`.
+//! and sent up together); `Tables`: the addresses of this proc's subtree
+//! in each proc mesh it forwards for; and the cast fields of a forwarded
+//! envelope (node lists, or the view). The routing itself is
+//! `crate::multicast`; forwarding a received cast is in `dispatch`.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::multicast::{Node, FORWARD_ONLY};
+use crate::multicast::{Node, ViewIndex, FORWARD_ONLY};
 use crate::value::PointValue;
 use crate::wire::Envelope;
 
@@ -157,6 +158,80 @@ impl Relays {
     }
 }
 
+/// Address tables of the proc meshes this proc forwards casts for, by
+/// table id (`multicast::table_id`): base rank -> address, for the nodes
+/// of this proc's subtree. Learned from the node lists of SpawnActor casts,
+/// so that later casts to the mesh can carry the view alone.
+#[derive(Default)]
+pub(crate) struct Tables {
+    by_id: Mutex<HashMap<u64, HashMap<usize, String>>>,
+    /// The last view a cast carried, indexed (casts to one mesh repeat
+    /// the same encoded shape, shared by the frame decoder).
+    last_view: Mutex<Option<LastView>>,
+}
+
+impl Tables {
+    /// The view encoded in `shape`, indexed; None if it does not decode
+    /// or names a base rank twice.
+    pub(super) fn view(&self, shape: &Arc<[u8]>) -> Option<Arc<ViewIndex>> {
+        if let Some((bytes, v)) = &*self.last_view.lock() {
+            if Arc::ptr_eq(bytes, shape) || **bytes == **shape {
+                return Some(v.clone());
+            }
+        }
+        let v = Arc::new(ViewIndex::new(&crate::wire::decode_shape(shape).ok()?).ok()?);
+        *self.last_view.lock() = Some((shape.clone(), v.clone()));
+        Some(v)
+    }
+
+    /// Keep the addresses of `ranks` (parallel to `addrs`) in table `id`.
+    pub(super) fn learn(&self, id: u64, ranks: &[u64], addrs: &[String]) {
+        if id == 0 || ranks.len() != addrs.len() {
+            return;
+        }
+        let mut all = self.by_id.lock();
+        let t = all.entry(id).or_default();
+        for (&r, a) in ranks.iter().zip(addrs) {
+            if !a.is_empty() && !t.contains_key(&(r as usize)) {
+                t.insert(r as usize, a.clone());
+            }
+        }
+    }
+
+    /// The addresses of `ranks` in table `id`; None if the table or one
+    /// of them is unknown here.
+    pub(super) fn addrs(&self, id: u64, ranks: impl Iterator<Item = usize>) -> Option<Vec<String>> {
+        let all = self.by_id.lock();
+        let t = all.get(&id)?;
+        ranks.map(|r| t.get(&r).cloned()).collect()
+    }
+
+    /// Number of tables known (for tests).
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.lock().len()
+    }
+}
+
+/// An encoded shape and its index.
+type LastView = (Arc<[u8]>, Arc<ViewIndex>);
+
+/// Fill `env`'s cast fields for sending the view it carries (`env.shape`)
+/// to node `to`, a proc of a proc mesh of `n` procs: the receiver lists its
+/// own subtree's part of the view.
+pub(crate) fn set_view_fields(env: &mut Envelope, to: Node, n: usize, fanout: usize) {
+    if to.slot != FORWARD_ONLY {
+        env.message_rank = to.slot;
+        env.reply_slot = to.slot;
+    }
+    env.cast_ranks.clear();
+    env.cast_ranks.push(to.rank as u64);
+    env.cast_addrs.clear();
+    env.cast_slots.clear();
+    env.cast_slots.push(to.slot);
+    env.cast_fanout = fanout as u32;
+    env.cast_n = n as u64;
+}
+
 /// Fill `env`'s cast fields for sending `nodes` (first: the receiver).
 pub(crate) fn set_cast_fields(
     env: &mut Envelope,
@@ -165,6 +240,7 @@ pub(crate) fn set_cast_fields(
     fanout: usize,
 ) {
     let me = nodes[0];
+    env.cast_n = 0;
     if me.slot != FORWARD_ONLY {
         env.message_rank = me.slot;
         env.reply_slot = me.slot;

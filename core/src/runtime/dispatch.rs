@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use super::cast::{set_cast_fields, RelayFill};
+use super::cast::{set_cast_fields, set_view_fields, RelayFill};
 use super::events::ReplyTo;
 use super::supervise::Supervision;
 use super::{remote, spawn_timeout, ActorState, Event, EventKind, Inner, FBB};
@@ -17,7 +17,7 @@ use crate::conn::{Conn, Defer};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::Frame;
 use crate::future::Answer;
-use crate::multicast::{route, Node, FORWARD_ONLY};
+use crate::multicast::{levels, parent, route, subtree_nodes, Node, FORWARD_ONLY};
 use crate::supervision::FailureCause;
 use crate::value::PointValue;
 use crate::wire::{Envelope, Kind};
@@ -448,6 +448,17 @@ impl Inner {
     /// socket) and flushed at once. A child that cannot be reached has its
     /// points answered with an error here.
     pub(super) fn forward_cast(self: &Arc<Self>, env: &mut Envelope, parts: &[Vec<u8>]) {
+        // A cast carrying the view: list our own subtree's part of it.
+        let view_n = env.cast_n as usize;
+        if view_n > 0 {
+            self.cast_views.fetch_add(1, Ordering::Relaxed);
+            self.expand_view_cast(env);
+        } else if env.kind == Kind::SpawnActor {
+            // Node lists of a spawn: keep our subtree's addresses, so that
+            // later casts to the mesh can carry the view alone.
+            self.cast_tables
+                .learn(env.cast_table, &env.cast_ranks, &env.cast_addrs);
+        }
         let n = env.cast_ranks.len();
         if n <= 1 || env.cast_addrs.len() != n || env.cast_slots.len() != n {
             if n > 1 {
@@ -522,7 +533,13 @@ impl Inner {
         }
         for hop in &routes.hops {
             let mut fwd = down.clone();
-            set_cast_fields(&mut fwd, hop, &addr_of, fanout);
+            if view_n > 0 && parent(hop[0].rank, fanout) == Some(me) {
+                // Our child has the addresses of its subtree: the view.
+                set_view_fields(&mut fwd, hop[0], view_n, fanout);
+            } else {
+                // Lists (routing around a lost child, or lists received).
+                set_cast_fields(&mut fwd, hop, &addr_of, fanout);
+            }
             let to = addr_of(hop[0].rank);
             if let Err(e) = self.send(&to, &fwd, &part_refs, Defer::Yes) {
                 for m in hop.iter().filter(|m| m.slot != FORWARD_ONLY) {
@@ -545,6 +562,55 @@ impl Inner {
             for peer in self.peers.lost_among(r.owing()) {
                 let why = format!("lost connection to proc {peer}");
                 self.fail_relayed_later(r.owed_failures(id, &peer, &why));
+            }
+        }
+    }
+
+    /// Turn a cast that carries the view into node lists of our subtree
+    /// (our own rank and point first), addresses from our table of the
+    /// mesh. When an address is unknown here (the mesh's spawn did not
+    /// pass through us), the points below us are answered with an error
+    /// and only our own point is kept.
+    fn expand_view_cast(self: &Arc<Self>, env: &mut Envelope) {
+        let n = std::mem::take(&mut env.cast_n) as usize;
+        let (Some(&me), Some(&own)) = (env.cast_ranks.first(), env.cast_slots.first()) else {
+            return;
+        };
+        let me = me as usize;
+        let k = (env.cast_fanout as usize).max(2);
+        if levels(Some(me), k, n).next().is_none() {
+            // A leaf of the tree: nothing below us to list.
+            return;
+        }
+        let view = env.shape.as_ref().and_then(|s| self.cast_tables.view(s));
+        let (Some(view), true) = (view, me < n) else {
+            tracing::warn!(sender = %env.sender, "malformed cast view; not forwarded");
+            return;
+        };
+        let nodes = subtree_nodes(me, k, n, &view);
+        if nodes.len() <= 1 {
+            return;
+        }
+        match self
+            .cast_tables
+            .addrs(env.cast_table, nodes[1..].iter().map(|m| m.rank))
+        {
+            Some(addrs) => {
+                env.cast_ranks = nodes.iter().map(|m| m.rank as u64).collect();
+                env.cast_slots = nodes.iter().map(|m| m.slot).collect();
+                env.cast_slots[0] = own;
+                env.cast_addrs = std::iter::once(self.id.addr.clone()).chain(addrs).collect();
+            }
+            None => {
+                for m in nodes[1..].iter().filter(|m| m.slot != FORWARD_ONLY) {
+                    let why = format!(
+                        "cannot forward a cast to point {}: this proc ({}) does not know the \
+                         addresses below it in this proc mesh",
+                        m.slot, self.id.addr
+                    );
+                    self.cast_error(env, m.slot, &why);
+                }
+                self.flush_deferred(None);
             }
         }
     }

@@ -13,11 +13,52 @@ use crate::geometry::Shape;
 use crate::multicast::LazyRelays;
 use crate::port::{PortRef, StreamPort};
 use crate::value::{PointValue, ValueMesh};
+use crate::wire::ActorMeshRef;
+
+/// Which proc is expected to fill each slot of a gather (its loss fails
+/// the slot).
+pub(crate) enum GatherPeers {
+    /// Slot i: `peers[i]`.
+    List(Vec<String>),
+    /// Slot i: the proc of the i-th point of the mesh view, looked up only
+    /// when a proc is lost (a cast lists no point when it is sent).
+    Mesh(Arc<ActorMeshRef>),
+}
+
+impl GatherPeers {
+    fn len(&self) -> usize {
+        match self {
+            GatherPeers::List(v) => v.len(),
+            GatherPeers::Mesh(r) => r.shape.len(),
+        }
+    }
+
+    /// The slots `peer` is expected to fill.
+    fn slots_of(&self, peer: &str) -> Vec<u64> {
+        let owes = |(slot, p): (usize, &String)| (p == peer).then_some(slot as u64);
+        match self {
+            GatherPeers::List(v) => v.iter().enumerate().filter_map(owes).collect(),
+            GatherPeers::Mesh(r) => r
+                .shape
+                .base_ranks()
+                .map(|b| &r.procs[b])
+                .enumerate()
+                .filter_map(owes)
+                .collect(),
+        }
+    }
+}
+
+impl From<Vec<String>> for GatherPeers {
+    fn from(v: Vec<String>) -> GatherPeers {
+        GatherPeers::List(v)
+    }
+}
 
 /// A reply port that gathers one value per slot.
 struct Gather {
     shape: Shape,
-    peers: Vec<String>,
+    peers: GatherPeers,
     /// Which slots' paths went through a (lost) multicast forwarder.
     relays: Option<Arc<LazyRelays>>,
     state: Mutex<GatherState>,
@@ -81,7 +122,7 @@ impl ReplyPorts {
         &self,
         port: u64,
         shape: Shape,
-        peers: Vec<String>,
+        peers: GatherPeers,
         relays: Option<Arc<LazyRelays>>,
         done: Future,
     ) {
@@ -169,14 +210,12 @@ impl ReplyPorts {
             .collect();
         let mut owed = Vec::new();
         for (port, g) in gathers {
-            for (slot, p) in g.peers.iter().enumerate() {
-                if p == peer {
-                    owed.push(Owed {
-                        port,
-                        slot: slot as u64,
-                        relayed: false,
-                    });
-                }
+            for slot in g.peers.slots_of(peer) {
+                owed.push(Owed {
+                    port,
+                    slot,
+                    relayed: false,
+                });
             }
             // Points the lost proc was to forward a cast to.
             let relayed = g.relays.as_ref().map(|r| r.slots_through(peer));

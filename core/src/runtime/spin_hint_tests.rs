@@ -17,7 +17,7 @@ fn the_hint_follows_a_gathers_missing_replies() {
 
     let n = cpus + 1;
     let shape = Shape::new(&[("gpus", n)]).expect("shape");
-    let peers = (0..n).map(|i| format!("unix:/nonexistent/{i}")).collect();
+    let peers: Vec<String> = (0..n).map(|i| format!("unix:/nonexistent/{i}")).collect();
     let (port, fut) = rt.open_gather(shape, peers, None);
     // More missing than CPUs: a wait sleeps, a woken waiter does not spin.
     assert!(rt.inner.many_replies_missing());
@@ -42,7 +42,7 @@ fn the_hint_follows_a_gathers_missing_replies() {
 
     // A new gather resets the hint to its own size.
     let shape = Shape::new(&[("gpus", n)]).expect("shape");
-    let peers = (0..n).map(|i| format!("unix:/nonexistent/{i}")).collect();
+    let peers: Vec<String> = (0..n).map(|i| format!("unix:/nonexistent/{i}")).collect();
     let (_port, _fut) = rt.open_gather(shape, peers, None);
     assert!(rt.inner.many_replies_missing());
     rt.shutdown();

@@ -276,8 +276,30 @@ class Envelope(object):
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
+    # Multicast: the id of the proc mesh's address table. A SpawnActor cast
+    # that carries it (with node lists) leaves each proc the addresses of
+    # its subtree under that id; a later cast may then carry the view alone.
+    # Envelope
+    def CastTable(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(42))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+    # Multicast carrying the view (not node lists): the number of procs of
+    # the proc mesh (0: node lists, above). `cast_ranks`/`cast_slots` then
+    # hold only the receiver's base rank and point, `shape` is the view, and
+    # each proc works out its own subtree's part of it, addresses from the
+    # table `cast_table`.
+    # Envelope
+    def CastN(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(44))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
 def EnvelopeStart(builder):
-    builder.StartObject(19)
+    builder.StartObject(21)
 
 def Start(builder):
     EnvelopeStart(builder)
@@ -432,6 +454,18 @@ def EnvelopeAddCastRelay(builder, castRelay):
 
 def AddCastRelay(builder, castRelay):
     EnvelopeAddCastRelay(builder, castRelay)
+
+def EnvelopeAddCastTable(builder, castTable):
+    builder.PrependUint64Slot(19, castTable, 0)
+
+def AddCastTable(builder, castTable):
+    EnvelopeAddCastTable(builder, castTable)
+
+def EnvelopeAddCastN(builder, castN):
+    builder.PrependUint64Slot(20, castN, 0)
+
+def AddCastN(builder, castN):
+    EnvelopeAddCastN(builder, castN)
 
 def EnvelopeEnd(builder):
     return builder.EndObject()

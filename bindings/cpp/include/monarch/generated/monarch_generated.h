@@ -376,7 +376,9 @@ struct Envelope FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
     VT_CAST_SLOTS = 34,
     VT_CAST_FANOUT = 36,
     VT_REPLY_TO = 38,
-    VT_CAST_RELAY = 40
+    VT_CAST_RELAY = 40,
+    VT_CAST_TABLE = 42,
+    VT_CAST_N = 44
   };
   monarch::schema::Kind kind() const {
     return static_cast<monarch::schema::Kind>(GetField<uint8_t>(VT_KIND, 0));
@@ -458,6 +460,20 @@ struct Envelope FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   bool cast_relay() const {
     return GetField<uint8_t>(VT_CAST_RELAY, 0) != 0;
   }
+  /// Multicast: the id of the proc mesh's address table. A SpawnActor cast
+  /// that carries it (with node lists) leaves each proc the addresses of
+  /// its subtree under that id; a later cast may then carry the view alone.
+  uint64_t cast_table() const {
+    return GetField<uint64_t>(VT_CAST_TABLE, 0);
+  }
+  /// Multicast carrying the view (not node lists): the number of procs of
+  /// the proc mesh (0: node lists, above). `cast_ranks`/`cast_slots` then
+  /// hold only the receiver's base rank and point, `shape` is the view, and
+  /// each proc works out its own subtree's part of it, addresses from the
+  /// table `cast_table`.
+  uint64_t cast_n() const {
+    return GetField<uint64_t>(VT_CAST_N, 0);
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -494,6 +510,8 @@ struct Envelope FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyOffset(verifier, VT_REPLY_TO) &&
            verifier.VerifyString(reply_to()) &&
            VerifyField<uint8_t>(verifier, VT_CAST_RELAY, 1) &&
+           VerifyField<uint64_t>(verifier, VT_CAST_TABLE, 8) &&
+           VerifyField<uint64_t>(verifier, VT_CAST_N, 8) &&
            verifier.EndTable();
   }
 };
@@ -559,6 +577,12 @@ struct EnvelopeBuilder {
   void add_cast_relay(bool cast_relay) {
     fbb_.AddElement<uint8_t>(Envelope::VT_CAST_RELAY, static_cast<uint8_t>(cast_relay), 0);
   }
+  void add_cast_table(uint64_t cast_table) {
+    fbb_.AddElement<uint64_t>(Envelope::VT_CAST_TABLE, cast_table, 0);
+  }
+  void add_cast_n(uint64_t cast_n) {
+    fbb_.AddElement<uint64_t>(Envelope::VT_CAST_N, cast_n, 0);
+  }
   explicit EnvelopeBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -590,8 +614,12 @@ inline ::flatbuffers::Offset<Envelope> CreateEnvelope(
     ::flatbuffers::Offset<::flatbuffers::Vector<uint64_t>> cast_slots = 0,
     uint32_t cast_fanout = 0,
     ::flatbuffers::Offset<::flatbuffers::String> reply_to = 0,
-    bool cast_relay = false) {
+    bool cast_relay = false,
+    uint64_t cast_table = 0,
+    uint64_t cast_n = 0) {
   EnvelopeBuilder builder_(_fbb);
+  builder_.add_cast_n(cast_n);
+  builder_.add_cast_table(cast_table);
   builder_.add_message_rank(message_rank);
   builder_.add_reply_slot(reply_slot);
   builder_.add_reply_port(reply_port);
@@ -634,7 +662,9 @@ inline ::flatbuffers::Offset<Envelope> CreateEnvelopeDirect(
     const std::vector<uint64_t> *cast_slots = nullptr,
     uint32_t cast_fanout = 0,
     const char *reply_to = nullptr,
-    bool cast_relay = false) {
+    bool cast_relay = false,
+    uint64_t cast_table = 0,
+    uint64_t cast_n = 0) {
   auto sender__ = sender ? _fbb.CreateString(sender) : 0;
   auto token__ = token ? _fbb.CreateString(token) : 0;
   auto actor__ = actor ? _fbb.CreateString(actor) : 0;
@@ -667,7 +697,9 @@ inline ::flatbuffers::Offset<Envelope> CreateEnvelopeDirect(
       cast_slots__,
       cast_fanout,
       reply_to__,
-      cast_relay);
+      cast_relay,
+      cast_table,
+      cast_n);
 }
 
 /// A serializable reference to an actor mesh (or a slice of one): enough to
