@@ -492,6 +492,21 @@ fn recv_into(s: &Stream, v: &mut Vec<u8>, room: usize) -> Result<usize, FrameErr
     }
 }
 
+/// A whole frame of `kind` for actor "a", method "m", with `parts`, as a
+/// peer writes it. For the frame tests and the frame fuzz target.
+#[cfg(test)]
+pub(crate) fn frame_bytes(kind: crate::wire::Kind, parts: &[&[u8]]) -> Vec<u8> {
+    let mut e = Envelope::new(kind);
+    e.actor = "a".into();
+    e.method = "m".into();
+    e.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
+    let mut fbb = flatbuffers::FlatBufferBuilder::new();
+    let h = e.encode(&mut fbb).to_vec();
+    let mut out = Vec::new();
+    crate::frame::write_frame(&mut out, &h, parts).expect("frame");
+    out
+}
+
 /// Every frame the runtime's reader ([`FrameReader`], over a real socket
 /// pair, with a payload limit of `max_payload`) makes of `bytes` followed by
 /// the end of the stream, and the error it ended with (`Closed` for a clean

@@ -2,28 +2,15 @@
 //! reader (`read_stream` over a socket pair): round trips, truncated and
 //! hostile frames, the payload limit.
 
-use super::read_stream;
-use crate::frame::{write_frame, FrameError};
+use super::{frame_bytes, read_stream};
+use crate::frame::FrameError;
 use crate::limits::MAX_PAYLOAD_LEN;
-use crate::wire::Envelope;
 use crate::wire::Kind;
-use flatbuffers::FlatBufferBuilder;
-
-fn frame_bytes(parts: &[&[u8]]) -> Vec<u8> {
-    let mut e = Envelope::new(Kind::Message);
-    e.actor = "a".into();
-    e.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
-    let mut fbb = FlatBufferBuilder::new();
-    let h = e.encode(&mut fbb).to_vec();
-    let mut out = Vec::new();
-    write_frame(&mut out, &h, parts).unwrap();
-    out
-}
 
 #[test]
 fn multipart_round_trip_and_back_to_back() {
-    let mut bytes = frame_bytes(&[b"hello", b"", b"world!"]);
-    bytes.extend(frame_bytes(&[]));
+    let mut bytes = frame_bytes(Kind::Message, &[b"hello", b"", b"world!"]);
+    bytes.extend(frame_bytes(Kind::Message, &[]));
     let (frames, end) = read_stream(&bytes, MAX_PAYLOAD_LEN);
     assert!(matches!(end, FrameError::Closed), "{end}");
     assert_eq!(frames.len(), 2);
@@ -37,7 +24,7 @@ fn multipart_round_trip_and_back_to_back() {
 
 #[test]
 fn truncated_and_hostile_frames_are_errors() {
-    let bytes = frame_bytes(&[b"hello"]);
+    let bytes = frame_bytes(Kind::Message, &[b"hello"]);
     for cut in 1..bytes.len() {
         let (frames, _) = read_stream(&bytes[..cut], MAX_PAYLOAD_LEN);
         assert!(frames.is_empty(), "cut at {cut} accepted");
@@ -57,7 +44,7 @@ fn truncated_and_hostile_frames_are_errors() {
 
 #[test]
 fn a_payload_over_the_limit_is_refused_with_its_size_and_the_setting() {
-    let bytes = frame_bytes(&[b"hello", b"world"]);
+    let bytes = frame_bytes(Kind::Message, &[b"hello", b"world"]);
     let (frames, end) = read_stream(&bytes, 9);
     assert!(frames.is_empty());
     assert!(

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use flatbuffers::FlatBufferBuilder;
 
-use super::read_stream;
-use crate::frame::{write_frame, FrameError, MAX_HEADER_LEN};
+use super::{frame_bytes as frame, read_stream};
+use crate::frame::{FrameError, MAX_HEADER_LEN};
 use crate::limits::DEFAULT_MAX_FRAME_PAYLOAD;
 use crate::limits::MAX_PAYLOAD_LEN;
 use crate::wire::{Envelope, Kind};
@@ -21,18 +21,6 @@ use crate::wire::{Envelope, Kind};
 #[path = "../../tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 use fuzz_support::{cases, mutate, seed, Rng};
-
-fn frame(kind: Kind, parts: &[&[u8]]) -> Vec<u8> {
-    let mut e = Envelope::new(kind);
-    e.actor = "a".into();
-    e.method = "m".into();
-    e.part_sizes = parts.iter().map(|p| p.len() as u64).collect();
-    let mut fbb = FlatBufferBuilder::new();
-    let h = e.encode(&mut fbb).to_vec();
-    let mut out = Vec::new();
-    write_frame(&mut out, &h, parts).unwrap();
-    out
-}
 
 #[test]
 fn the_frame_reader_answers_frames_or_an_error_on_hostile_streams() {
