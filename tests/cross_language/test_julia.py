@@ -20,8 +20,8 @@ import time
 
 import pytest
 from pids import alive
-from python_relay import Relay
 from raw_parts import from_i64, i64
+from relay_actor import Relay
 
 from monarch.actor import ActorError, SupervisionError, this_host
 from monarch.rdma import RDMABuffer

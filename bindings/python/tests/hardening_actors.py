@@ -48,15 +48,3 @@ class Slow(Actor):
     @endpoint
     def count(self):
         return self.answered
-
-
-class Relay(Actor):
-    """Calls another actor from its proc (the caller that gets killed)."""
-
-    @endpoint
-    def pid(self):
-        return os.getpid()
-
-    @endpoint
-    def call(self, target, method, *args):
-        return getattr(target, method).call_one(*args).get(timeout=120)

@@ -12,8 +12,9 @@ import textwrap
 import time
 
 import pytest
-from hardening_actors import Relay, Slow
+from hardening_actors import Slow
 from pids import alive, wait_gone
+from relay_actor import Relay
 
 from monarch.actor import SupervisionError, this_host
 

@@ -1,6 +1,7 @@
 """A Python actor that calls another actor from its own proc: the caller
-that test_julia.py kills while a Julia worker computes its answer
-(importable by the worker procs)."""
+that a test kills while its callee computes the answer (test_hardening_worker.py,
+test_julia.py; importable by the worker procs, which get this directory on
+their path from the controller's)."""
 
 import os
 
