@@ -388,3 +388,82 @@ fn bad_tls_flags_stop_the_agent_with_a_message() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent/c.pem"), "{err}");
 }
+
+/// A stream whose writes are held back until the next read: the last
+/// message of a handshake run over it is left in `out`.
+struct Held<'a> {
+    s: &'a mut Stream,
+    out: Vec<u8>,
+}
+
+impl Read for Held<'_> {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::Write;
+        if !self.out.is_empty() {
+            self.s.write_all(&self.out)?;
+            self.s.flush()?;
+            self.out.clear();
+        }
+        self.s.read(b)
+    }
+}
+
+impl std::io::Write for Held<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.out.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes of a peer's that arrive together with the handshake's last
+/// message (one TLS read takes both) are read at once, not when more
+/// bytes come: here they are malformed, so the connecting controller must
+/// drop the connection and its request fail for that reason. Unread, they
+/// would sit in the TLS session until the request's deadline.
+#[test]
+fn bytes_arriving_with_the_handshake_are_read_at_once() {
+    use std::io::Write;
+    let c = tls_controller();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let rt = c.rt.clone();
+    let attach = std::thread::spawn(move || HostMesh::attach(&rt, &[addr]).map(|_| ()));
+    let (tcp, _) = listener.accept().unwrap();
+    let [cert, key, ca] = pki().leaf("agent0");
+    let cfg = TlsConfig::from_files(&cert, &key, &ca).unwrap();
+    let mut s = Stream::tcp(tcp, Some(&cfg), true).unwrap();
+    s.set_read_timeout(Some(HANG)).unwrap();
+    let mut held = Held {
+        s: &mut s,
+        out: Vec::new(),
+    };
+    monarch_core::auth::accept_handshake(&mut held, SECRET.as_bytes(), "tcp:127.0.0.1:1")
+        .expect("the controller authenticates");
+    // The last handshake message and a malformed frame in one write.
+    let mut out = held.out;
+    out.extend_from_slice(&[0xff; 64]);
+    s.write_all(&out).unwrap();
+    s.flush().unwrap();
+    let sent = Instant::now();
+    let e = attach
+        .join()
+        .unwrap()
+        .expect_err("attached a peer that sent garbage");
+    // The controller dropped the connection for the malformed frame; the
+    // request fails for that, or on sending into the dropped connection.
+    assert!(
+        e.message.contains("frame header") || e.message.contains("cannot send"),
+        "{e}"
+    );
+    // Unread, the bytes are found only by the waiter's last look when the
+    // request's deadline (MONARCH_AGENT_TIMEOUT_S, 60 s) passes; read at
+    // once, within milliseconds. Half the deadline tells the two apart.
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "the bytes were read only when the request gave up, after {:?}",
+        sent.elapsed()
+    );
+}

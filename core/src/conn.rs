@@ -142,6 +142,20 @@ impl Conn {
         self.fd
     }
 
+    /// Whether bytes of the peer's are already here, read before this
+    /// connection was set up (by its handshake), which no `poll` on the
+    /// socket will report: they must be read without waiting for one.
+    pub(crate) fn holds_data(&self) -> bool {
+        let r = self.reader.lock();
+        if r.pos < r.buf.len() {
+            return true;
+        }
+        match &r.stream {
+            Stream::Tls(t) => t.holds_data(),
+            _ => false,
+        }
+    }
+
     /// Write one frame (after any buffered ones, so order is kept),
     /// waiting for socket space as needed; or, as `defer` allows, buffer it.
     /// Returns whether it was buffered: the caller must then see to a

@@ -456,6 +456,18 @@ impl TlsStream {
         Ok(Some(n))
     }
 
+    /// Whether the session holds data read from the socket and not yet
+    /// taken: decrypted plaintext, or ciphertext not yet decrypted. A
+    /// handshake's last read can take the peer's first frames with it,
+    /// and no `poll` on the socket reports those.
+    pub(crate) fn holds_data(&self) -> bool {
+        let mut st = self.lock();
+        if st.raw_pos < st.raw.len() {
+            return true;
+        }
+        matches!(st.conn.reader().fill_buf(), Ok(chunk) if !chunk.is_empty())
+    }
+
     /// Non-blocking: decrypt what has arrived, appending up to `room`
     /// plaintext bytes to `dst` (within its spare capacity). Returns the
     /// bytes appended and whether more may be ready at once.

@@ -416,7 +416,6 @@ impl Inner {
     /// Register an authenticated connection; from now on it is read like
     /// any other.
     fn authenticated(self: &Arc<Self>, p: Pending, peer: String) {
-        let tls = matches!(p.stream, Stream::Tls(_));
         let conn = match Conn::new_or_give_back(peer.clone(), p.stream, p.input) {
             Ok(c) => Arc::new(c),
             Err((e, stream)) => {
@@ -429,15 +428,7 @@ impl Inner {
         };
         self.peers.register(&peer, None, &conn);
         self.conns_changed();
-        if tls {
-            // The TLS session may hold decrypted data already, which no
-            // `poll` on the socket would report: read it now, on a thread
-            // of its own (reading dispatches, which may block on sends).
-            let me = self.clone();
-            let _ = std::thread::Builder::new()
-                .name("monarch-conn".into())
-                .spawn(move || me.drain_conn(&conn));
-        }
+        self.read_held_data(conn);
     }
 }
 

@@ -284,6 +284,25 @@ impl Inner {
         self.peers.list()
     }
 
+    /// A new connection may hold the peer's first frames already (taken
+    /// by its handshake's last read into the TLS session), which no
+    /// `poll` on the socket would report: read them now, on a thread of
+    /// their own (reading dispatches, which may block on sends). Both
+    /// ends need this: the acceptor's and the connector's last handshake
+    /// read can each take frames sent right after it.
+    pub(super) fn read_held_data(self: &Arc<Self>, conn: Arc<Conn>) {
+        if !conn.holds_data() {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("monarch-conn".into())
+            .spawn(move || me.drain_conn(&conn));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start a thread to read a new connection");
+        }
+    }
+
     /// Read what one connection has ready (waiting for its reader lock).
     pub(super) fn drain_conn(self: &Arc<Self>, conn: &Arc<Conn>) {
         let result = {

@@ -46,6 +46,7 @@ impl Inner {
         let identity = (identity != addr).then_some(identity);
         let registered = self.peers.register(addr, identity, &conn);
         self.conns_changed();
+        self.read_held_data(conn);
         Ok(registered)
     }
 
