@@ -8,19 +8,21 @@
 pub fn f16_to_f32(h: u16) -> f32 {
     let h = h as u32;
     let shifted_exp = 0x7c00u32 << 13;
-    let mut o = (h & 0x7fff) << 13;
-    let exp = shifted_exp & o;
-    o += (127 - 15) << 23;
+    let o = ((h & 0x7fff) << 13) + ((127 - 15) << 23);
+    let exp = shifted_exp & (h << 13);
+    // All three candidates computed, one selected: no branch in a loop.
+    // Inf or NaN: the exponent is all ones in f32 too.
+    let inf_nan = o + ((128 - 16) << 23);
+    // Zero or subnormal: renormalised by a float subtraction.
+    let sub = (f32::from_bits(o + (1 << 23)) - f32::from_bits(113 << 23)).to_bits();
     let v = if exp == shifted_exp {
-        // Inf or NaN: the exponent is all ones in f32 too.
-        f32::from_bits(o + ((128 - 16) << 23))
+        inf_nan
     } else if exp == 0 {
-        // Zero or subnormal: renormalise by a float subtraction.
-        f32::from_bits(o + (1 << 23)) - f32::from_bits(113 << 23)
+        sub
     } else {
-        f32::from_bits(o)
+        o
     };
-    f32::from_bits(v.to_bits() | ((h & 0x8000) << 16))
+    f32::from_bits(v | ((h & 0x8000) << 16))
 }
 
 /// `f` rounded to the nearest f16 (ties to even); NaN becomes a quiet NaN.
@@ -32,18 +34,23 @@ pub fn f32_to_f16(f: f32) -> u16 {
     let f16max = (127 + 16) << 23;
     let infty = 255u32 << 23;
     let denorm_magic = ((127 - 15) + (23 - 10) + 1) << 23;
+    // All candidates computed, one selected (see f16_to_f32).
+    let big = if u > infty { 0x7e00 } else { 0x7c00 };
+    // The float addition does the rounding of a subnormal result.
+    let sub = (f32::from_bits(u) + f32::from_bits(denorm_magic))
+        .to_bits()
+        .wrapping_sub(denorm_magic);
+    let mant_odd = (u >> 13) & 1;
+    let normal = u
+        .wrapping_add((15u32.wrapping_sub(127) << 23).wrapping_add(0xfff))
+        .wrapping_add(mant_odd)
+        >> 13;
     let o = if u >= f16max {
-        if u > infty {
-            0x7e00
-        } else {
-            0x7c00
-        }
+        big
     } else if u < (113 << 23) {
-        // The float addition does the rounding of a subnormal result.
-        (f32::from_bits(u) + f32::from_bits(denorm_magic)).to_bits() - denorm_magic
+        sub
     } else {
-        let mant_odd = (u >> 13) & 1;
-        (u.wrapping_add(((15u32.wrapping_sub(127)) << 23).wrapping_add(0xfff)) + mant_odd) >> 13
+        normal
     };
     (o | (sign >> 16)) as u16
 }
@@ -59,12 +66,9 @@ pub fn bf16_to_f32(b: u16) -> f32 {
 #[inline(always)]
 pub fn f32_to_bf16(f: f32) -> u16 {
     let bits = f.to_bits();
-    if f.is_nan() {
-        ((bits >> 16) as u16 & 0x8000) | 0x7fc0
-    } else {
-        let round = 0x7fff + ((bits >> 16) & 1);
-        (bits.wrapping_add(round) >> 16) as u16
-    }
+    let nan = (bits >> 16) & 0x8000 | 0x7fc0;
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    (if f.is_nan() { nan } else { rounded }) as u16
 }
 
 #[cfg(test)]
