@@ -105,10 +105,7 @@ pub unsafe extern "C" fn monarch_tensor_finish(
     })
 }
 
-fn buffers(
-    members: *const *const monarch_rdma_buffer,
-    n: usize,
-) -> Result<Vec<Arc<Buffer>>, Fail> {
+fn buffers(members: *const *const monarch_rdma_buffer, n: usize) -> Result<Vec<Arc<Buffer>>, Fail> {
     arg_slice(members, n, "members")?
         .iter()
         .map(|&h| get(h))
