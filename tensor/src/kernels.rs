@@ -157,7 +157,7 @@ fn check_ptr(p: usize, dtype: DType, what: &str) -> Result<()> {
     if p == 0 {
         return Err(Error::invalid(format!("{what} is NULL")));
     }
-    if p % dtype.size() != 0 {
+    if !p.is_multiple_of(dtype.size()) {
         return Err(Error::invalid(format!(
             "{what} ({p:#x}) is not aligned to the {}-byte elements of {}",
             dtype.size(),

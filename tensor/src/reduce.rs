@@ -76,7 +76,7 @@ fn source(b: &Buffer, k: usize, offset: u64, dtype: DType) -> Result<Source> {
             )));
         }
         let p = (d.addr + offset) as usize;
-        if p % dtype.size() != 0 {
+        if !p.is_multiple_of(dtype.size()) {
             return Err(Error::invalid(format!(
                 "member {k}: offset {offset} is not aligned to {} elements",
                 dtype.name()
@@ -140,7 +140,7 @@ pub unsafe fn reduce_chunk(
     if count == 0 {
         return Ok(());
     }
-    if out.is_null() || out as usize % es != 0 {
+    if out.is_null() || !(out as usize).is_multiple_of(es) {
         return Err(Error::invalid(format!(
             "the output pointer is NULL or not aligned to {} elements",
             dtype.name()
@@ -186,7 +186,7 @@ pub unsafe fn reduce_chunk(
                     }
                 };
                 if k == 0 {
-                    if src != acc as *const u8 {
+                    if !std::ptr::eq(src, acc) {
                         std::ptr::copy_nonoverlapping(src, acc, m * es);
                     }
                 } else {
