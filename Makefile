@@ -214,7 +214,7 @@ slurm-tests:
 # ---------------------------------------------------------------- checks
 # Import circles among the modules of each Rust crate and of the Python package.
 MODULE_CYCLES := $(VPY) scripts/check-module-cycles.py --python bindings/python/monarch \
-	--rust core/src --rust rdma/src --rust ffi/src --rust cli/src
+	--rust core/src --rust rdma/src --rust tensor/src --rust ffi/src --rust cli/src
 lint: venv check-cargo
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -1016,6 +1016,125 @@ monarch_status monarch_rdma_default_backend(const char **out);
 monarch_status monarch_rdma_ibverbs_status(bool *available, const char **reason);
 
 /* ------------------------------------------------------------------------
+ * Tensor plane: combine kernels, chunk reduces over the data plane
+ */
+
+// Element type: 32-bit float.
+#define MONARCH_DTYPE_F32 1
+
+// Element type: 64-bit float.
+#define MONARCH_DTYPE_F64 2
+
+// Element type: IEEE half (16-bit float).
+#define MONARCH_DTYPE_F16 3
+
+// Element type: bfloat16.
+#define MONARCH_DTYPE_BF16 4
+
+// Element type: signed 8-bit integer.
+#define MONARCH_DTYPE_I8 5
+
+// Element type: signed 16-bit integer.
+#define MONARCH_DTYPE_I16 6
+
+// Element type: signed 32-bit integer.
+#define MONARCH_DTYPE_I32 7
+
+// Element type: signed 64-bit integer.
+#define MONARCH_DTYPE_I64 8
+
+// Element type: unsigned 8-bit integer.
+#define MONARCH_DTYPE_U8 9
+
+// Element type: bool, one byte holding 0 or 1.
+#define MONARCH_DTYPE_BOOL 10
+
+// Reduction: sum (integers wrap; bool: or).
+#define MONARCH_OP_SUM 1
+
+// Reduction: mean over the members, summed then divided once at the end
+// (`monarch_tensor_finish`); integers divide truncating. Not for bool.
+#define MONARCH_OP_AVG 2
+
+// Reduction: minimum; NaN in either operand gives NaN (bool: and).
+#define MONARCH_OP_MIN 3
+
+// Reduction: maximum; NaN in either operand gives NaN (bool: or).
+#define MONARCH_OP_MAX 4
+
+// Reduction: product (integers wrap; bool: and).
+#define MONARCH_OP_PRODUCT 5
+
+// Write the size in bytes of one element of `dtype` (a `MONARCH_DTYPE_*`)
+// to `*out`; an unknown code is `MONARCH_ERR_INVALID_ARGUMENT`.
+monarch_status monarch_tensor_dtype_size(uint32_t dtype, size_t *out);
+
+// `out[i] = op(out[i], src[i])` for `i < count` elements of `dtype`
+// (`MONARCH_DTYPE_*`, `MONARCH_OP_*`; for `MONARCH_OP_AVG` the sum, see
+// `monarch_tensor_finish`). Both pointers must be aligned to the element
+// size and valid for `count` elements; `out == src` is allowed, any
+// other overlap is refused. Unknown codes, avg of bool, NULL or
+// misaligned pointers (when `count > 0`): `MONARCH_ERR_INVALID_ARGUMENT`.
+monarch_status monarch_tensor_combine(uint32_t dtype,
+                                      uint32_t op,
+                                      void *out,
+                                      const void *src,
+                                      size_t count);
+
+// The last step of a reduce over `members` members: for `MONARCH_OP_AVG`
+// divide each of the `count` elements at `out` by `members` (integers
+// truncating); nothing for the other ops. Arguments as for
+// `monarch_tensor_combine`; `members` 0 with avg is
+// `MONARCH_ERR_INVALID_ARGUMENT`.
+monarch_status monarch_tensor_finish(uint32_t dtype,
+                                     uint32_t op,
+                                     void *out,
+                                     size_t count,
+                                     uint32_t members);
+
+// One member's chunk of a collective: `count` elements of `dtype` at byte
+// `offset` of every member's buffer (`members[0..n]`, in group order)
+// combined into `out`: `out = m0 op m1 op ... op m(n-1)`, then
+// `monarch_tensor_finish` (avg divides by `n`). Every member that reduces
+// a chunk this way computes the same bits for it.
+//
+// A member's range is read from this process's memory when its handle is
+// the owner's (`monarch_rdma_register`; `out` may be that range itself),
+// straight from a same-host peer's memory with `process_vm_readv` a
+// cache-sized block at a time, or on the data plane (another host, a
+// kernel that refuses, `MONARCH_RDMA_BACKEND=tcp`/`ibverbs`). `direct`
+// (NULL, or `n` entries) receives whether each member was read straight.
+// Straight reads take no lease: the members must keep their buffers
+// registered until every member is done (a last message exchange).
+//
+// Errors: `MONARCH_ERR_INVALID_HANDLE` for a stale member handle;
+// `MONARCH_ERR_INVALID_ARGUMENT` for unknown codes, `n` 0, a NULL or
+// misaligned `out`, a range outside a member's buffer or a dropped one;
+// `MONARCH_ERR_PROC_FAILED` when a member's process is gone (also when it
+// exited during the reads: what was read may not be its memory). `out`
+// is then partly written. Blocks the calling thread.
+monarch_status monarch_tensor_reduce_chunk(uint32_t dtype,
+                                           uint32_t op,
+                                           const struct monarch_rdma_buffer *const *members,
+                                           size_t n,
+                                           uint64_t offset,
+                                           void *out,
+                                           size_t count,
+                                           bool *direct);
+
+// Copy `len` bytes at byte `offset` of `buf` into `dst`: straight from the
+// owner's memory when it is a same-host peer this process may read, else
+// on the data plane. `*direct` (may be NULL) says which. As for
+// `monarch_tensor_reduce_chunk`, a straight read takes no lease: the
+// owner must keep the buffer registered until the caller is done. Errors
+// as for `monarch_tensor_reduce_chunk`. Blocks the calling thread.
+monarch_status monarch_tensor_read_member(const struct monarch_rdma_buffer *buf,
+                                          uint64_t offset,
+                                          void *dst,
+                                          size_t len,
+                                          bool *direct);
+
+/* ------------------------------------------------------------------------
  * monarch_slurm_job: the SLURM allocator
  */
 

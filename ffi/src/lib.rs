@@ -40,6 +40,7 @@ mod host_mesh;
 mod progress;
 mod rdma;
 mod slurm;
+mod tensor;
 
 pub use actor_mesh::*;
 pub use bytes::*;
@@ -53,6 +54,7 @@ pub use rdma::*;
 pub use runtime::*;
 pub use slurm::*;
 pub use status::*;
+pub use tensor::*;
 pub use value_mesh::*;
 pub use view::{MONARCH_SLICE_END, MONARCH_SPLIT_INFER};
 

@@ -35,6 +35,10 @@ const SECTIONS: &[(&str, &str)] = &[
         "monarch_host_mesh: host agents on other machines",
     ),
     ("rdma", "monarch_rdma_buffer: the data plane"),
+    (
+        "tensor",
+        "Tensor plane: combine kernels, chunk reduces over the data plane",
+    ),
     ("slurm", "monarch_slurm_job: the SLURM allocator"),
     (
         "introspect",

@@ -71,6 +71,7 @@ static int controller_main(void) {
     test_bad_handles_and_args(rt, pm, am);
     test_ports(rt, am);
     test_rdma(rt, am);
+    test_tensor(rt, am);
     test_future_wait_poll_and_fd(rt, am);
     test_this_proc(rt);
     test_input_limits(rt, pm, am);

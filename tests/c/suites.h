@@ -34,6 +34,9 @@ void test_ports(monarch_runtime *rt, monarch_actor_mesh *am);
 /* rdma.c */
 void test_rdma(monarch_runtime *rt, monarch_actor_mesh *am);
 
+/* tensor.c */
+void test_tensor(monarch_runtime *rt, monarch_actor_mesh *am);
+
 /* futures.c */
 void test_future_wait_poll_and_fd(monarch_runtime *rt, monarch_actor_mesh *am);
 

@@ -42,6 +42,7 @@ const std::map<std::string, std::function<void()>> tests = {
     {"actor_workers", test_actor_workers},
     {"introspect", test_introspect},
     {"progress", test_progress},
+    {"tensor", test_tensor},
 };
 
 }  // namespace

@@ -37,6 +37,8 @@ void test_actor_workers();
 void test_introspect();
 // test_progress.cpp
 void test_progress();
+// test_tensor.cpp
+void test_tensor();
 
 }  // namespace cpp_test
 

@@ -326,6 +326,24 @@ end
         @test_throws ArgumentError RDMABuffer(UInt8[])
     end
 
+    @testset "tensor plane" begin
+        # Two Vector{Float32} combined in place through the generated
+        # ccall layer (monarch_tensor_combine), then an average finished.
+        C = Monarch.CAPI
+        a = Float32[1, 2, NaN, -4]
+        b = Float32[3, -2, 1, 5]
+        GC.@preserve a b begin
+            Monarch.check(C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, pointer(a), pointer(b), length(a)))
+            @test a[[1, 2, 4]] == Float32[4, 0, 1] && isnan(a[3])
+            Monarch.check(C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_MAX, pointer(a), pointer(b), length(a)))
+            @test a[[1, 2, 4]] == Float32[4, 0, 5] && isnan(a[3])
+            Monarch.check(C.monarch_tensor_finish(C.MONARCH_DTYPE_F32, C.MONARCH_OP_AVG, pointer(a), length(a), 2))
+            @test a[[1, 2, 4]] == Float32[2, 0, 2.5]
+            @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, 99, pointer(a), pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
+            @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, C_NULL, pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
+        end
+    end
+
     @testset "introspection" begin
         c = spawn(procs, "introspected", Counter)
         for _ in 1:3

@@ -368,40 +368,37 @@ def test_proc_dying_mid_large_reduce_frees_the_live_peer():
 
 
 _OWNER = (
-    "import ctypes, time\n"
-    "b = ctypes.create_string_buffer(b'monarch' * 100)\n"
-    "print(ctypes.addressof(b), flush=True)\n"
+    "import pickle, time\n"
+    "from monarch.rdma import RDMABuffer\n"
+    "mem = bytearray(b'monarch' * 100)\n"
+    "buf = RDMABuffer(memoryview(mem))\n"
+    "print(pickle.dumps(buf).hex(), flush=True)\n"
     "time.sleep(600)\n"
 )
 
 
 def test_a_peer_read_straight_is_known_gone_once_it_died(monkeypatch):
-    # What a worker relies on when a same-host peer dies while it is read:
-    # its pidfd says so (a read of its pid could reach another process).
+    # What a worker relies on when a same-host peer dies while it is read
+    # (the tensor plane's direct reads): its pidfd says so (a read of its
+    # pid could reach another process), and the read fails clearly.
+    import pickle
     import subprocess
     import sys
 
-    from monarch._src.tensor import local_peers
+    from monarch._lib import SupervisionError as Gone
+    from monarch._src.tensor import plane
 
     monkeypatch.delenv("MONARCH_RDMA_BACKEND", raising=False)
     child = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE)
     try:
-        addr = int(child.stdout.readline())
-        assert local_peers.Peer.open(("another host", child.pid), addr) is None
-        p = local_peers.Peer.open((local_peers.IDENTITY, child.pid), addr)
-        assert p is not None
+        buf = pickle.loads(bytes.fromhex(child.stdout.readline().decode().strip()))
         got = torch.empty(700, dtype=torch.uint8)
-        assert bytes(p.read_into(addr, got).numpy()) == b"monarch" * 100
-        p.check()
+        assert plane.read_member(buf, 0, got) is True
+        assert bytes(got.numpy()) == b"monarch" * 100
         child.kill()
         child.wait(timeout=T)
-        with pytest.raises(local_peers.PeerGone):
-            p.check()
-        with pytest.raises(local_peers.PeerGone):
-            p.read_into(addr, got)
-        p.close()
-        monkeypatch.setenv("MONARCH_RDMA_BACKEND", "tcp")
-        assert local_peers.me() is None
+        with pytest.raises(Gone, match="gone"):
+            plane.read_member(buf, 0, got)
     finally:
         child.kill()
         child.wait(timeout=T)

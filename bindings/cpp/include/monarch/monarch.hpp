@@ -42,6 +42,8 @@
 //   monarch/host.hpp         HostMesh
 //   monarch/rdma.hpp         RdmaBuffer, Transfer, RdmaAccess, backends
 //   monarch/slurm.hpp        SlurmJob, SlurmOptions
+//   monarch/tensor.hpp       combine, reduce_chunk: the tensor plane on raw memory
+// (monarch/torch.hpp, the same over at::Tensor, is included separately.)
 // with internal helpers in monarch/detail/ and flatc's code for
 // core/schema/monarch.fbs in monarch/generated/. Each includes what it uses.
 //
@@ -65,6 +67,7 @@
 #include <monarch/shape.hpp>
 #include <monarch/slurm.hpp>
 #include <monarch/supervision.hpp>
+#include <monarch/tensor.hpp>
 #include <monarch/introspect.hpp>
 #include <monarch/value.hpp>
 

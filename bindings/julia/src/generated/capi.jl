@@ -28,6 +28,21 @@ const MONARCH_EVENT_STOP_ACTOR = 3
 const MONARCH_EVENT_STOP_PROC = 4
 const MONARCH_EVENT_SUPERVISE = 5
 const MONARCH_RDMA_READ_ONLY = 1
+const MONARCH_DTYPE_F32 = 1
+const MONARCH_DTYPE_F64 = 2
+const MONARCH_DTYPE_F16 = 3
+const MONARCH_DTYPE_BF16 = 4
+const MONARCH_DTYPE_I8 = 5
+const MONARCH_DTYPE_I16 = 6
+const MONARCH_DTYPE_I32 = 7
+const MONARCH_DTYPE_I64 = 8
+const MONARCH_DTYPE_U8 = 9
+const MONARCH_DTYPE_BOOL = 10
+const MONARCH_OP_SUM = 1
+const MONARCH_OP_AVG = 2
+const MONARCH_OP_MIN = 3
+const MONARCH_OP_MAX = 4
+const MONARCH_OP_PRODUCT = 5
 
 # ---- types
 const monarch_status = Int32
@@ -156,6 +171,11 @@ const FUNCTION_NAMES = (
     :monarch_rdma_buffer_free,
     :monarch_rdma_default_backend,
     :monarch_rdma_ibverbs_status,
+    :monarch_tensor_dtype_size,
+    :monarch_tensor_combine,
+    :monarch_tensor_finish,
+    :monarch_tensor_reduce_chunk,
+    :monarch_tensor_read_member,
     :monarch_slurm_job_start,
     :monarch_slurm_job_host_mesh,
     :monarch_slurm_job_id,
@@ -258,6 +278,11 @@ const _fp_monarch_rdma_buffer_is_registered = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_rdma_buffer_free = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_rdma_default_backend = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_rdma_ibverbs_status = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_tensor_dtype_size = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_tensor_combine = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_tensor_finish = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_tensor_reduce_chunk = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_tensor_read_member = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_start = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_host_mesh = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_id = Ref{Ptr{Cvoid}}(C_NULL)
@@ -362,6 +387,11 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_rdma_buffer_free[] = Libdl.dlsym(lib, :monarch_rdma_buffer_free)
     _fp_monarch_rdma_default_backend[] = Libdl.dlsym(lib, :monarch_rdma_default_backend)
     _fp_monarch_rdma_ibverbs_status[] = Libdl.dlsym(lib, :monarch_rdma_ibverbs_status)
+    _fp_monarch_tensor_dtype_size[] = Libdl.dlsym(lib, :monarch_tensor_dtype_size)
+    _fp_monarch_tensor_combine[] = Libdl.dlsym(lib, :monarch_tensor_combine)
+    _fp_monarch_tensor_finish[] = Libdl.dlsym(lib, :monarch_tensor_finish)
+    _fp_monarch_tensor_reduce_chunk[] = Libdl.dlsym(lib, :monarch_tensor_reduce_chunk)
+    _fp_monarch_tensor_read_member[] = Libdl.dlsym(lib, :monarch_tensor_read_member)
     _fp_monarch_slurm_job_start[] = Libdl.dlsym(lib, :monarch_slurm_job_start)
     _fp_monarch_slurm_job_host_mesh[] = Libdl.dlsym(lib, :monarch_slurm_job_host_mesh)
     _fp_monarch_slurm_job_id[] = Libdl.dlsym(lib, :monarch_slurm_job_id)
@@ -465,6 +495,11 @@ monarch_rdma_buffer_is_registered(buf, out) = ccall(_fp_monarch_rdma_buffer_is_r
 monarch_rdma_buffer_free(buf) = ccall(_fp_monarch_rdma_buffer_free[], Int32, (Ptr{monarch_rdma_buffer}, ), buf)
 monarch_rdma_default_backend(out) = ccall(_fp_monarch_rdma_default_backend[], Int32, (Ptr{Ptr{UInt8}}, ), out)
 monarch_rdma_ibverbs_status(available, reason) = ccall(_fp_monarch_rdma_ibverbs_status[], Int32, (Ptr{Bool}, Ptr{Ptr{UInt8}}), available, reason)
+monarch_tensor_dtype_size(dtype, out) = ccall(_fp_monarch_tensor_dtype_size[], Int32, (UInt32, Ptr{Csize_t}), dtype, out)
+monarch_tensor_combine(dtype, op, out, src, count) = ccall(_fp_monarch_tensor_combine[], Int32, (UInt32, UInt32, Ptr{Cvoid}, Ptr{Cvoid}, Csize_t), dtype, op, out, src, count)
+monarch_tensor_finish(dtype, op, out, count, members) = ccall(_fp_monarch_tensor_finish[], Int32, (UInt32, UInt32, Ptr{Cvoid}, Csize_t, UInt32), dtype, op, out, count, members)
+monarch_tensor_reduce_chunk(dtype, op, members, n, offset, out, count, direct) = ccall(_fp_monarch_tensor_reduce_chunk[], Int32, (UInt32, UInt32, Ptr{Ptr{monarch_rdma_buffer}}, Csize_t, UInt64, Ptr{Cvoid}, Csize_t, Ptr{Bool}), dtype, op, members, n, offset, out, count, direct)
+monarch_tensor_read_member(buf, offset, dst, len, direct) = ccall(_fp_monarch_tensor_read_member[], Int32, (Ptr{monarch_rdma_buffer}, UInt64, Ptr{Cvoid}, Csize_t, Ptr{Bool}), buf, offset, dst, len, direct)
 monarch_slurm_job_start(rt, nodes, agent_argv, agent_argc, srun_args, nsrun_args, timeout_ms, out) = ccall(_fp_monarch_slurm_job_start[], Int32, (Ptr{monarch_runtime}, Csize_t, Ptr{Ptr{UInt8}}, Csize_t, Ptr{Ptr{UInt8}}, Csize_t, Int64, Ptr{Ptr{monarch_slurm_job}}), rt, nodes, agent_argv, agent_argc, srun_args, nsrun_args, timeout_ms, out)
 monarch_slurm_job_host_mesh(job, out) = ccall(_fp_monarch_slurm_job_host_mesh[], Int32, (Ptr{monarch_slurm_job}, Ptr{Ptr{monarch_host_mesh}}), job, out)
 monarch_slurm_job_id(job, out, out_len) = ccall(_fp_monarch_slurm_job_id[], Int32, (Ptr{monarch_slurm_job}, Ptr{Ptr{UInt8}}, Ptr{Csize_t}), job, out, out_len)

@@ -7,8 +7,9 @@ worker ``g`` of a group of ``n`` owns chunk ``g`` of the flattened tensor,
 combines that chunk of every member's tensor in group order (so every
 member computes bit-identical values) and hands the result chunk to every
 other member. Small tensors travel in port messages; large ones are read
-one-sided on the runtime's data plane (``_reduce_on_data_plane``). Each
-worker moves ``2 (n - 1) / n`` of the tensor.
+one-sided on the runtime's data plane (``_reduce_on_data_plane``), and
+combined by the Rust tensor plane (``plane``). Each worker moves
+``2 (n - 1) / n`` of the tensor.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..._lib import SupervisionError
 from ..rdma.rdma import RDMABuffer
-from . import local_peers
+from . import plane
 from .memory import POOL
 
 # How long a worker waits for a peer's chunk before the reduce fails.
@@ -125,6 +127,10 @@ def _from_wire(w: tuple) -> torch.Tensor:
 
 
 def _combine(acc: torch.Tensor, x: torch.Tensor, op: str) -> torch.Tensor:
+    """``acc = op(acc, x)`` in place: the tensor plane's kernel where it
+    has one, else torch's."""
+    if plane.supported(acc.dtype, op) and acc.is_contiguous() and x.is_contiguous():
+        return plane.combine(acc, x, op)
     if op in ("sum", "avg"):
         return acc.add_(x)
     if op == "max":
@@ -132,17 +138,6 @@ def _combine(acc: torch.Tensor, x: torch.Tensor, op: str) -> torch.Tensor:
     if op == "min":
         return torch.minimum(acc, x, out=acc)
     return acc.mul_(x)
-
-
-def _combine_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, op: str) -> None:
-    if op in ("sum", "avg"):
-        torch.add(a, b, out=out)
-    elif op == "max":
-        torch.maximum(a, b, out=out)
-    elif op == "min":
-        torch.minimum(a, b, out=out)
-    else:
-        torch.mul(a, b, out=out)
 
 
 def reduce(
@@ -207,7 +202,9 @@ def _reduce(
         elif src.numel() * src.element_size() >= DATA_PLANE_MIN:
             same = src.data_ptr() == t.data_ptr() and t.is_contiguous()
             into = src if inplace and same and not scatter else None
+            # Finished (avg divided) by the chunk reduce.
             acc = _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort, into)
+            return acc.reshape(out_shape)
         else:
             acc = _reduce_in_messages(src, group, me, ports, mailbox, seq, op, scatter, abort)
         if op == "avg":
@@ -260,15 +257,18 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
     member's tensor in group order (so every member computes bit-identical
     values) into chunk ``g`` of its result, then reads every other chunk of
     the result from the member that computed it. A last exchange makes
-    sure no member still reads this one's memory when it returns.
+    sure no member still reads this one's memory when it returns. The
+    result is finished (avg divided) here.
 
-    A peer on another host (or one the kernel does not let us read) is
-    read on the data plane, all reads started at once, into reused scratch
-    memory. A same-host peer is read straight from its memory
-    (``local_peers``), a block at a time as the block is combined: per
-    worker, ``n`` chunks read and one written for the reduce-scatter,
-    ``n - 1`` chunks copied for the all-gather, against ``n - 1`` more
-    written and read again through scratch on the data plane.
+    The reduce of chunk ``g`` is the tensor plane's
+    (``plane.reduce_chunk``, in Rust): a same-host peer is read straight
+    from its memory a cache-sized block at a time as the block is
+    combined; a peer on another host (or one the kernel does not let us
+    read) is read on the data plane into scratch memory first. Per
+    worker: ``n`` chunks read and one written for the reduce-scatter,
+    ``n - 1`` chunks copied for the all-gather. Types the plane has no
+    kernel for (complex) read every peer's chunk on the data plane and
+    combine with torch.
 
     ``into`` (the contiguous input itself, for ``reduce_``) receives the
     result instead of new memory: chunk ``g`` of it is read by this worker
@@ -290,43 +290,28 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
     src_buf = RDMABuffer(memoryview(_bytes(flat)).toreadonly())
     out_buf = None if scatter else RDMABuffer(memoryview(_bytes(out)).toreadonly())
     peers = [(k, peer) for k, peer in enumerate(group) if k != g]
-    local: dict[int, local_peers.Peer] = {}
+    direct = [False] * n
     try:
-        mine_info = (src_buf, out_buf, str(flat.dtype), local_peers.me(), flat.data_ptr(), out.data_ptr())
+        mine_info = (src_buf, out_buf, str(flat.dtype))
         for _k, peer in peers:
             ports[peer].send(((seq, "buffers", g), mine_info))
         theirs = {k: mailbox.take((seq, "buffers", k), peer, abort) for k, peer in peers}
         # Every member sees every member's size and dtype, so a mismatch
         # fails them all here (none reads or waits for another).
-        for k, (buf, _out, dtype, *_rest) in sorted(theirs.items()):
+        for k, (buf, _out, dtype) in sorted(theirs.items()):
             if buf.size() != src_buf.size() or dtype != str(flat.dtype):
                 raise ValueError(
                     f"reduce: member {k} of the group has {buf.size()} bytes of {dtype}, "
                     f"member {g} has {src_buf.size()} bytes of {flat.dtype}; the shards must match"
                 )
-        for k, (_buf, _out, _dtype, who, src_addr, _out_addr) in theirs.items():
-            p = local_peers.Peer.open(who, src_addr)
-            if p is not None:
-                local[k] = p
-        PATHS["same_host" if local else "data_plane"] += 1
         # Reduce-scatter: chunk g of every member.
         if mine:
-            parts: list[Any] = []
-            reads = {}
-            for k in range(n):
-                if k == g:
-                    parts.append(flat[lo:hi])
-                elif k in local:
-                    parts.append(theirs[k][4] + lo * esize)  # an address in peer k
-                else:
-                    scratch = POOL.empty(flat.dtype, (mine,))
-                    reads[k] = theirs[k][0].read_part(_bytes(scratch), lo * esize, timeout=PEER_TIMEOUT)
-                    parts.append(scratch)
-            for f in reads.values():
-                f.get()
-            _combine_blocks(acc, parts, local, op)
-            for k in local:
-                local[k].check()
+            if plane.supported(flat.dtype, op):
+                members = [src_buf if k == g else theirs[k][0] for k in range(n)]
+                direct = plane.reduce_chunk(members, lo * esize, acc, op)
+            else:
+                _reduce_with_torch(flat, acc, theirs, g, lo, hi, op)
+        PATHS["same_host" if any(direct) else "data_plane"] += 1
         if not scatter:
             for _k, peer in peers:
                 ports[peer].send(((seq, "ready", g), None))
@@ -337,9 +322,8 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
                 a, b = bounds[k], bounds[k + 1]
                 if b <= a:
                     continue
-                if k in local:
-                    local[k].read_into(theirs[k][5] + a * esize, out[a:b])
-                    local[k].check()
+                if direct[k]:
+                    plane.read_member(theirs[k][1], a * esize, out[a:b])
                 else:
                     gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
             for f in gathers:
@@ -348,64 +332,40 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
             ports[peer].send(((seq, "done", g), None))
         for k, peer in peers:
             mailbox.take((seq, "done", k), peer, abort)
-    except local_peers.PeerGone as e:
-        k = next(k for k, p in local.items() if p.pid == e.pid)
-        raise PeerLostError(f"peer worker {group[k]} is gone (its proc died)") from e
+    except SupervisionError as e:
+        raise PeerLostError(f"a peer worker is gone (its proc died): {e}") from e
     finally:
-        for p in local.values():
-            p.close()
         src_buf.drop()
         if out_buf is not None:
             out_buf.drop()
     return out
 
 
-def _combine_blocks(dest: torch.Tensor, parts: list[Any], local: dict, op: str) -> None:
-    """``dest`` = ``parts[0] op parts[1] op ...`` (in that order), a block
-    at a time. A part is a tensor here or, for a same-host peer ``k`` in
-    ``local``, the address of its first element in that peer: each block
-    of it is read into a small buffer right before its use, so it is
-    combined from cache."""
-    n = len(parts)
-    numel = dest.numel()
-    block = min(local_peers.BLOCK, numel)
-    bufs = _block_buffers(dest.dtype)
-    acc = bufs[2]
-    esize = dest.element_size()
-
-    def part(k: int, b0: int, m: int, slot: int) -> torch.Tensor:
-        p = parts[k]
-        if isinstance(p, torch.Tensor):
-            return p[b0 : b0 + m]
-        return local[k].read_into(p + b0 * esize, bufs[slot][:m])
-
-    for b0 in range(0, numel, block):
-        m = min(block, numel - b0)
-        d = dest[b0 : b0 + m]
-        if n == 2:
-            _combine_into(d, part(0, b0, m, 0), part(1, b0, m, 1), op)
-            continue
-        a = acc[:m]
-        _combine_into(a, part(0, b0, m, 0), part(1, b0, m, 1), op)
-        for k in range(2, n - 1):
-            _combine(a, part(k, b0, m, 0), op)
-        # The last step writes the destination (it may be this member's
-        # own part, read by then: elementwise in place).
-        _combine_into(d, a, part(n - 1, b0, m, 0), op)
-
-
-_blocks = threading.local()
-
-
-def _block_buffers(dtype: torch.dtype) -> list[torch.Tensor]:
-    """Three blocks of ``dtype`` for ``_combine_blocks``, kept per stream
-    thread (fresh ones would be page-faulted in at every reduce)."""
-    per = getattr(_blocks, "by_dtype", None)
-    if per is None:
-        per = _blocks.by_dtype = {}
-    if dtype not in per:
-        per[dtype] = [torch.empty(local_peers.BLOCK, dtype=dtype) for _ in range(3)]
-    return per[dtype]
+def _reduce_with_torch(flat, acc, theirs, g, lo, hi, op) -> None:
+    """Chunk ``g`` for element types the tensor plane has no kernel for:
+    every peer's chunk read on the data plane (all at once), combined with
+    torch ops in group order, then finished."""
+    esize = flat.element_size()
+    n = len(theirs) + 1
+    parts: list[torch.Tensor] = []
+    reads = []
+    for k in range(n):
+        if k == g:
+            parts.append(flat[lo:hi])
+        else:
+            scratch = POOL.empty(flat.dtype, (hi - lo,))
+            reads.append(theirs[k][0].read_part(_bytes(scratch), lo * esize, timeout=PEER_TIMEOUT))
+            parts.append(scratch)
+    for f in reads:
+        f.get()
+    # The first step writes a fresh accumulator (acc may be this member's
+    # own part, for reduce_).
+    first = _combine(parts[0].clone(), parts[1], op)
+    for p in parts[2:]:
+        _combine(first, p, op)
+    if op == "avg":
+        first = _divide(first, n)
+    acc.copy_(first)
 
 
 def _bytes(t: torch.Tensor) -> Any:
