@@ -156,3 +156,34 @@ def test_borrow_takes_a_distributed_tensor(mesh):
     with pytest.raises(TypeError, match="distributed tensor"):
         Stream("other").borrow(torch.zeros(2))
     assert monarch.Stream is Stream
+
+
+def _stored(mesh):
+    from monarch._src.tensor.controller import controller_for
+
+    return [s["stored"] for s in controller_for(mesh).workers.stats.call().get(timeout=T).values()]
+
+
+def test_drop_frees_a_tensor_and_its_views_on_the_workers_now(mesh):
+    with mesh.activate():
+        keep = torch.ones(2)
+        t = torch.arange(4.0)
+        v = t[1:]
+        w = v.view(3, 1)
+        fetch_shard(w).result(timeout=T)  # every op ran
+        before = _stored(mesh)
+        assert not t.dropped
+        t.drop()
+        assert t.dropped and v.dropped and w.dropped and not keep.dropped
+        with pytest.raises(BorrowError, match="dropped"):
+            w + 1
+        with pytest.raises(BorrowError, match="dropped"):
+            fetch_shard(t)
+        t.drop()  # again: nothing
+        after_op = keep + 1
+        fetch_shard(after_op).result(timeout=T)  # the deletes went out before this fetch's answer
+    # t, v and w are gone on every worker while the controller still holds
+    # them (after_op is new).
+    after = _stored(mesh)
+    assert all(a <= b - 3 + 1 for b, a in zip(before, after)), (before, after)
+    assert t.shape == (4,)

@@ -157,3 +157,15 @@ def test_slice_mesh_errors(mesh):
             t.slice_mesh(gpu=slice(0, 2)).to_mesh(mesh.slice(gpu=0))
         with pytest.raises(ValueError, match="has size"):
             t.slice_mesh(gpu=slice(0, 2)).to_mesh(mesh)
+
+
+def test_reduce_to_a_separate_proc_mesh(mesh):
+    other = this_host().spawn_procs(per_host={"gpu": 1})
+    try:
+        with mesh.activate():
+            r = mesh.rank("gpu").float() + torch.ones(2)
+            s = r.reduce("gpu", "sum", mesh=other)  # a reduced dim the destination has (size 1): a copy
+        assert s.mesh is other
+        assert value(s) == [10.0, 10.0]
+    finally:
+        other.stop().get(timeout=30)

@@ -39,7 +39,7 @@ _ids = itertools.count(1)
 class Storage:
     """The access rights of one tensor's memory and of its views."""
 
-    __slots__ = ("access", "own", "lent", "dropped_at", "__weakref__")
+    __slots__ = ("access", "own", "lent", "tensors", "dropped_at", "__weakref__")
 
     def __init__(self, own: str = "rw") -> None:
         self.access = own
@@ -47,6 +47,7 @@ class Storage:
         # borrow that made it allows.
         self.own = own
         self.lent: weakref.WeakSet = weakref.WeakSet()  # live borrows of it
+        self.tensors: weakref.WeakSet = weakref.WeakSet()  # the DTensors over it
         self.dropped_at: str | None = None
 
     def set_access(self, access: str) -> None:
@@ -66,7 +67,26 @@ def storage_of(t: Any) -> Storage:
     s = t._storage
     if s is None:
         s = t._storage = Storage()
+        s.tensors.add(t)
     return s
+
+
+def share(view: Any, base: Any) -> None:
+    """``view`` (a new DTensor) views the memory of ``base``."""
+    s = view._storage = storage_of(base)
+    s.tensors.add(view)
+
+
+def drop(t: Any) -> None:
+    """``t.drop()``: ``t`` and every tensor over its memory are forgotten
+    on the workers now, and unusable at the controller."""
+    s = storage_of(t)
+    if s.dropped_at is not None:
+        return
+    s.dropped_at = "".join(traceback.format_stack()[:-2])
+    s.set_access("")
+    for x in list(s.tensors):
+        x._ctl.forget(x._id)
 
 
 def _name(t: Any) -> str:
@@ -87,7 +107,7 @@ def check(what: str, tensors: Any, written: Any = ()) -> None:
             continue
         if s.dropped_at is not None:
             errors.append(
-                f"{_name(t)} was dropped (its borrow was dropped) and can no longer be used; "
+                f"{_name(t)} was dropped (t.drop(), or the drop of its borrow) and can no longer be used; "
                 f"dropped at (most recent call last):\n{s.dropped_at}"
             )
         elif "r" not in s.access:
@@ -135,10 +155,15 @@ class Borrow:
         if self._dropped:
             return
         self._dropped = True
-        self._storage.dropped_at = "".join(traceback.format_stack()[:-1])
-        self._storage.set_access("")
         ctl = self._ctl
         ctl.issue(("borrow_done", self._stream, self._id, self._borrowed_id))
+        s = self._storage
+        if s.dropped_at is None:
+            s.dropped_at = "".join(traceback.format_stack()[:-1])
+            s.set_access("")
+            for x in list(s.tensors):
+                if x._id != self._borrowed_id:  # forgotten by borrow_done
+                    ctl.forget(x._id)
         ctl.issue(("borrow_wait", self._origin, self._id))
         lender = self._lender
         lender.lent.discard(self)
@@ -184,6 +209,7 @@ def borrow(stream: Any, t: Any, mutable: bool) -> tuple[Any, Borrow]:
     with_meta = t._meta().detach()
     r = DTensor(ctl, ctl.new_id(), (tuple(with_meta.shape), with_meta.stride(), with_meta.dtype, t._rg), stream.name)
     r._storage = Storage("rw" if mutable else "r")
+    r._storage.tensors.add(r)
     if not mutable:
         r._storage.set_access("r")
     b = Borrow(t, r, mutable)

@@ -84,6 +84,12 @@ class MeshController:
         self._live.pop(ref.id, None)
         self._deletes.append(ref.id)
 
+    def forget(self, id: int) -> None:
+        """Delete ``id`` on the workers with the next batch, before its
+        tensor is garbage (``t.drop()``)."""
+        if self._live.pop(id, None) is not None:
+            self._deletes.append(id)
+
     # ------------------------------------------------------------ commands
     def func_ref(self, fn: Any) -> tuple[int, bytes | None]:
         """(key, pickled fn the first time, else None)."""

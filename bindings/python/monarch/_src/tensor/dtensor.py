@@ -130,6 +130,18 @@ class DTensor(torch.Tensor):
         size; a dim only ``mesh`` has receives copies)."""
         return to_mesh(self, mesh, stream)
 
+    def drop(self) -> None:
+        """Free this tensor and every view of its memory on the workers now
+        (with the next batch, after the ops issued before); using any of
+        them afterwards raises ``BorrowError``."""
+        borrow.drop(self)
+
+    @property
+    def dropped(self) -> bool:
+        """Whether ``drop()`` (of it, a tensor sharing its memory, or its
+        borrow) made it unusable."""
+        return self._storage is not None and self._storage.dropped_at is not None
+
     def slice_mesh(self, **dims: int | slice) -> MeshSliceTensor:
         """The shards of part of the mesh (``dim=i`` fixes dimension ``dim``
         at ``i`` and removes it, ``dim=slice(...)`` narrows it), to move
@@ -317,7 +329,7 @@ def _issue(
                 # A view: it shares the access rights of the memory it views.
                 if dts is None:
                     dts = list(scan.dts.values())
-                t._storage = borrow.storage_of(dts[leaf[2]])
+                borrow.share(t, dts[leaf[2]])
             new.append(t)
         elif kind == "alias":
             if dts is None:
