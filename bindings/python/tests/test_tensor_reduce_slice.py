@@ -39,13 +39,13 @@ def test_reduce_out_writes_into_out_and_returns_it(mesh):
         view = out[1:]  # sees the result too: out is written, not replaced
         got = r.reduce("gpu", "sum", out=out)
         assert got is out
-        scattered = torch.zeros(1, 2)
+        scattered = torch.zeros(2)
         r2 = (mesh.rank("gpu").float() + torch.arange(8.0)).reshape(4, 2)
         assert r2.reduce("gpu", "max", scatter=True, out=scattered) is scattered
     for g in range(4):
         assert value(out, gpu=g) == [6.0] * 3
         assert value(view, gpu=g) == [6.0] * 2
-        assert value(scattered, gpu=g) == [[3.0 + 2 * g, 4.0 + 2 * g]]
+        assert value(scattered, gpu=g) == [3.0 + 2 * g, 4.0 + 2 * g]
 
 
 def test_reduce_out_errors(mesh):
@@ -112,7 +112,15 @@ def test_reduce_dims_as_upstream(grid):
             v.reduce(("gpu", "gpu"))
         with pytest.raises(ValueError, match="reduction must be"):
             v.reduce("gpu", "median")
+        with pytest.raises(ValueError, match="one dimension"):
+            v.reduce(("host", "gpu"), scatter=True)
+        # scatter over "gpu" (size 2): dim 0 must be 2, each member gets its row.
+        rows = (v + torch.zeros(2, 3)).reduce("gpu", "sum", scatter=True)
+        assert rows.shape == (3,)
+        with pytest.raises(TypeError, match="must be the size"):
+            (v + torch.zeros(4, 3)).reduce("gpu", scatter=True)
     assert value(every, host=1, gpu=1) == 22.0
+    assert value(rows, host=1, gpu=0) == [21.0] * 3
     assert value(both, host=0, gpu=1) == 11.0
 
 

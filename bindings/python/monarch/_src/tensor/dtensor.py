@@ -170,7 +170,8 @@ class DTensor(torch.Tensor):
         every dim): ``reduction`` is ``"sum"``, ``"avg"``, ``"max"``,
         ``"min"`` or ``"product"``. Every proc gets the reduced value of its
         group (the procs that differ only in ``dims``); with
-        ``scatter=True`` each gets its slice of dim 0 of it, in group order.
+        ``scatter=True`` (one dim of size n, a tensor of n rows) member i
+        gets row i of it.
         ``out``: a distributed tensor of the result's shape and dtype that
         receives the result (and is returned). ``mesh``: the result on that
         proc mesh instead (dims not reduced match by name and size; a
@@ -496,9 +497,15 @@ def reduce(
         n *= ctl.extent[d]
     meta = t._meta().detach()
     if scatter:
-        if meta.dim() == 0 or meta.shape[0] % n:
-            raise ValueError(f"reduce(scatter=True) needs dim 0 of {tuple(meta.shape)} divisible by {n}")
-        meta = meta.new_empty((meta.shape[0] // n,) + tuple(meta.shape[1:]))
+        # As upstream: member i of the group gets row i of the result.
+        if len(dims) > 1:
+            raise ValueError(f"reduce(scatter=True) takes one dimension, not {dims}")
+        if meta.dim() == 0 or meta.shape[0] != n:
+            raise TypeError(
+                f"reduce(scatter=True): dim 0 of the tensor's shape {tuple(meta.shape)} must be the "
+                f"size of {dims[0]!r} ({n}); member i gets row i of the result"
+            )
+        meta = meta.new_empty(tuple(meta.shape[1:]))
         if inplace:
             raise ValueError("reduce_(scatter=True) cannot be in place: the result is smaller")
     if inplace and mesh is not None:

@@ -387,6 +387,8 @@ class TensorWorker(Actor):
         try:
             t = _resolve(Ref(src))
             r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter, inplace)
+            if scatter:
+                r = r[0]  # this member's chunk of dim 0 is its one row
             if inplace:
                 if r.data_ptr() != t.data_ptr():  # not written into t already
                     with torch.no_grad():
