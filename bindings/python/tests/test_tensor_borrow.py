@@ -159,9 +159,14 @@ def test_borrow_takes_a_distributed_tensor(mesh):
 
 
 def _stored(mesh):
+    """Tensors stored on each worker once every stream ran what was issued
+    (a delete runs when the last stream reaches it)."""
     from monarch._src.tensor.controller import controller_for
 
-    return [s["stored"] for s in controller_for(mesh).workers.stats.call().get(timeout=T).values()]
+    ctl = controller_for(mesh)
+    for stream in sorted(ctl._streams):
+        ctl.sync(stream, timeout=T)
+    return [s["stored"] for s in ctl.workers.stats.call().get(timeout=T).values()]
 
 
 def test_drop_frees_a_tensor_and_its_views_on_the_workers_now(mesh):
@@ -170,7 +175,6 @@ def test_drop_frees_a_tensor_and_its_views_on_the_workers_now(mesh):
         t = torch.arange(4.0)
         v = t[1:]
         w = v.view(3, 1)
-        fetch_shard(w).result(timeout=T)  # every op ran
         before = _stored(mesh)
         assert not t.dropped
         t.drop()
@@ -181,9 +185,21 @@ def test_drop_frees_a_tensor_and_its_views_on_the_workers_now(mesh):
             fetch_shard(t)
         t.drop()  # again: nothing
         after_op = keep + 1
-        fetch_shard(after_op).result(timeout=T)  # the deletes went out before this fetch's answer
     # t, v and w are gone on every worker while the controller still holds
     # them (after_op is new).
     after = _stored(mesh)
     assert all(a <= b - 3 + 1 for b, a in zip(before, after)), (before, after)
+    assert fetch_shard(after_op).result(timeout=T).tolist() == [2.0, 2.0]
     assert t.shape == (4,)
+
+
+def test_a_tensor_dropped_while_lent_stays_dropped_after_the_borrow_ends(mesh):
+    with mesh.activate():
+        t = torch.ones(2)
+        b, lease = Stream("other").borrow(t)
+        t.drop()
+        lease.drop()
+        del b, lease  # no other restricted memory left to keep the checks on
+        gc.collect()
+        with pytest.raises(BorrowError, match="dropped"):
+            t + 1

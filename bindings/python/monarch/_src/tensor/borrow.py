@@ -2,8 +2,8 @@
 (``Stream.borrow``), and the access rights that keep the lender and the
 borrower from racing on the shared memory.
 
-At the controller, every distributed tensor whose memory is lent, borrowed
-or dropped has a ``Storage``: the tensor and its views (results of ops
+At the controller, every distributed tensor whose memory is lent, borrowed,
+viewed or dropped has a ``Storage``: the tensor and its views (results of ops
 whose meta result shares the memory of an argument) share it. Its
 ``access`` says what ops may do with the memory: ``"rw"`` (anything),
 ``"r"`` (read only: while a borrow that is not ``mutable`` is live, for the
@@ -167,7 +167,7 @@ class Borrow:
         ctl.issue(("borrow_wait", self._origin, self._id))
         lender = self._lender
         lender.lent.discard(self)
-        if not lender.lent:
+        if not lender.lent and lender.dropped_at is None:
             lender.set_access(lender.own)
 
     @property
