@@ -1,5 +1,6 @@
 """Distributed tensors on 4 local procs: op-issue rate (ops issued and run
-per second), small fetch_shard latency, 64 MiB fetch_shard bandwidth, and
+per second; also under ``monarch.coalescing()``), small fetch_shard
+latency, 64 MiB fetch_shard bandwidth, and
 an all-reduce of 64 MiB fp32 (algorithm and bus bandwidth, against a local
 memcpy of the same size; and the CPU time the workers spent per reduce,
 in memcpy times, which depends less on what else the machine runs).
@@ -15,7 +16,7 @@ import time
 
 import torch
 
-from monarch import fetch_shard, remote
+from monarch import coalescing, fetch_shard, remote
 from monarch.actor import this_host
 
 MiB = 1 << 20
@@ -53,6 +54,19 @@ def main() -> int:
             fetch_shard(t).result(timeout=300)
             done = time.perf_counter() - start
             print(f"op issue: {ops / issued:,.0f} ops/s issued, {ops / done:,.0f} ops/s issued and run on {N} procs")
+            # The same under monarch.coalescing(): the ops go out as one
+            # message at the end of the block instead of one per 512.
+            start = time.perf_counter()
+            with coalescing():
+                for _ in range(ops):
+                    t = t + 1
+                issued = time.perf_counter() - start
+            fetch_shard(t).result(timeout=300)
+            done = time.perf_counter() - start
+            print(
+                f"op issue under coalescing(): {ops / issued:,.0f} ops/s issued, "
+                f"{ops / done:,.0f} ops/s issued and run on {N} procs"
+            )
 
             lat = []
             for _ in range(200):

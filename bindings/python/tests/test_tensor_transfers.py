@@ -209,7 +209,7 @@ def test_reduce_scatter_and_in_place_large(mesh):
     n = 4 * (MiB // 4)  # 4 MiB of float32, dim 0 divisible by 4
     with mesh.activate():
         x = make(mesh.rank("gpu"), "float32", n).reshape(n // 4, 4)
-        s = x.reduce("gpu", "sum", scatter=True)
+        s = x.view(4, n // 16, 4).reduce("gpu", "sum", scatter=True)  # member i: row i
         y = x.clone()
         y.reduce_("gpu", "max")
     want_sum = _expected("sum", torch.float32, n, range(4)).reshape(n // 4, 4)

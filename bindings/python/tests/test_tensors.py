@@ -92,11 +92,12 @@ def test_reduce_matches_local_sum_of_random_shards(mesh):
 def test_reduce_in_place_and_scatter(mesh):
     with mesh.activate():
         t = mesh.rank("gpu").float() + torch.arange(8.0)
-        sc = t.reduce("gpu", "sum", scatter=True)
+        # As upstream: dim 0 is the group's size, member i gets row i.
+        sc = t.view(4, 2).reduce("gpu", "sum", scatter=True)
         assert sc.shape == (2,)
         t.reduce_("gpu", "sum")
-        with pytest.raises(ValueError, match="divisible"):
-            torch.zeros(3).reduce("gpu", scatter=True)
+        with pytest.raises(TypeError, match="must be the size"):
+            torch.zeros(8).reduce("gpu", scatter=True)
         with pytest.raises(ValueError, match="dimensions"):
             t.reduce("hosts")
     full = torch.arange(8.0) * 4 + 6

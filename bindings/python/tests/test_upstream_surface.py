@@ -50,6 +50,24 @@ def test_every_upstream_name_is_exported_but_the_documented_absences():
     assert [n for n in UPSTREAM_RDMA_ALL if n not in mr.__all__] == []
 
 
+# The tensor-engine names of upstream's monarch.__all__; the absent ones are
+# in docs/tensors.md ("Not done" or "Differences from upstream").
+UPSTREAM_TENSOR_NAMES = """coalescing get_active_mesh no_mesh remote get_active_stream Stream Tensor
+reduce reduce_ to_mesh slice_mesh call_on_shard_and_fetch fetch_shard inspect show""".split()
+TENSOR_ABSENT = {"Tensor", "call_on_shard_and_fetch"}
+
+
+def test_upstream_tensor_engine_names_are_at_the_top_of_monarch():
+    pytest.importorskip("torch")
+    import monarch
+
+    missing = [n for n in UPSTREAM_TENSOR_NAMES if n not in TENSOR_ABSENT and not hasattr(monarch, n)]
+    assert not missing, missing
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "tensors.md")).read()
+    for name in TENSOR_ABSENT:
+        assert f"`{name}`" in doc or f"`monarch.{name}`" in doc, f"docs/tensors.md does not mention {name}"
+
+
 def test_generic_names_are_subscriptable_at_run_time():
     for generic in (Future[int], Port[int], PortReceiver[str], ValueMesh[float], Channel[int]):
         assert generic is not None

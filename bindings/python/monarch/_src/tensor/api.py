@@ -1,4 +1,5 @@
 """The public tensor functions: ``fetch_shard``, ``inspect``, ``show``,
+``reduce``, ``reduce_``, ``slice_mesh``,
 ``remote`` (and ``send(remote_fn, ..., port=...)``), ``get_active_mesh``,
 ``mesh.activate()``, ``mesh.rank(dims)`` and ``endpoint.rref(...)``."""
 
@@ -12,9 +13,9 @@ from typing import Any, Callable
 import torch
 
 from ..actor.future import Future
-from . import dtensor
+from . import borrow, dtensor
 from .controller import controller_for
-from .dtensor import DTensor, _meta_of, active_controller, controller_of, issue_call, to_wire
+from .dtensor import DTensor, MeshSliceTensor, _meta_of, active_controller, controller_of, issue_call, to_wire
 from .stream import get_active_stream
 from .tree import tree_flatten, tree_map
 from .wire import LANDING_MIN, Landing, opened
@@ -131,16 +132,21 @@ def _identity(x: Any) -> Any:
 def fetch_shard(obj: Any, shard: dict | None = None, **kw: int) -> LocalFuture:
     """A Future of the shard on the proc at coordinates ``shard`` (and
     keyword coordinates; dims not given are 0) of the distributed tensor
-    ``obj``, or of every distributed tensor in the pytree ``obj``, as
+    ``obj`` (of a ``slice_mesh`` of one: coordinates within the slice), or
+    of every distributed tensor in the pytree ``obj``, as
     ``torch.Tensor``s at the controller. Ops issued before run first. A
     worker error in the ops that made a tensor is raised by
     ``.result()``/``.get()`` with the worker's traceback."""
     coords = _coords(shard, kw)
     if isinstance(obj, DTensor):
         return _fetch_one(obj, coords)
+    if isinstance(obj, MeshSliceTensor):
+        return _fetch_one(obj.tensor, obj.coords(coords))
     dts = [x for x in tree_flatten(obj)[0] if isinstance(x, DTensor)]
     if not dts:
         return LocalFuture(Future._ready(obj))
+    if borrow.restricted:
+        borrow.check("fetch_shard()", dts)
     ctl = controller_of((obj,), {}, None)
     return LocalFuture(ctl.call(dts[0]._stream, _identity, (to_wire(obj),), {}, coords), ctl)
 
@@ -148,6 +154,8 @@ def fetch_shard(obj: Any, shard: dict | None = None, **kw: int) -> LocalFuture:
 def _fetch_one(t: DTensor, coords: dict) -> ShardFuture:
     """One shard; from 1 MiB on, written into memory set aside here."""
     ctl = t._ctl
+    if borrow.restricted:
+        borrow.check("fetch_shard()", (t,))
     landing = None
     with torch._C.DisableTorchFunction():
         shape, dtype = tuple(t.shape), t.dtype
@@ -341,3 +349,30 @@ def _propagate_of(mesh: Any, name: str) -> Callable | None:
         return None
     attr = getattr(cls, name, None)
     return getattr(attr, "options", {}).get("propagate")
+
+
+def reduce(
+    tensors: Any,
+    dims: Any,
+    reduction: str = "sum",
+    scatter: bool = False,
+    mesh: Any = None,
+    _inplace: bool = False,
+) -> Any:
+    """``monarch.reduce``: ``t.reduce(dims, reduction, scatter, mesh)`` of
+    every distributed tensor of the pytree ``tensors``."""
+    return tree_map(
+        lambda t: dtensor.reduce(t, dims, reduction, scatter, _inplace, None, mesh) if isinstance(t, DTensor) else t,
+        tensors,
+    )
+
+
+def reduce_(tensors: Any, dims: Any, reduction: str = "sum", scatter: bool = False, mesh: Any = None) -> Any:
+    """``monarch.reduce_``: ``reduce`` in place."""
+    return reduce(tensors, dims, reduction, scatter, mesh, _inplace=True)
+
+
+def slice_mesh(tensors: Any, **dims: int | slice) -> Any:
+    """``monarch.slice_mesh``: ``t.slice_mesh(**dims)`` of every distributed
+    tensor of the pytree ``tensors``."""
+    return tree_map(lambda t: t.slice_mesh(**dims) if isinstance(t, DTensor) else t, tensors)

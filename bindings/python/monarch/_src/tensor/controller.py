@@ -3,7 +3,9 @@ the ids of distributed tensors, and the commands sent to the workers.
 
 Commands are batched and broadcast to every worker (``TensorWorker.run``);
 a batch goes out when it is full or when the controller needs an answer
-(a fetch, a sync before an actor call, leaving ``mesh.activate()``). One
+(a fetch, a sync before an actor call, leaving ``mesh.activate()``);
+inside ``monarch.coalescing()`` not before the block ends unless an answer
+is needed. One
 sender, one receiver per proc and FIFO links keep every worker's commands
 in issue order; fetches and syncs are direct calls on the same links, so
 they arrive after the commands issued before them.
@@ -21,6 +23,7 @@ import torch
 
 from ..._lib import SupervisionError
 from ..actor.future import Future
+from . import coalescing
 from .worker import TensorWorker
 
 # Commands per batch before it is sent without waiting for a sync point.
@@ -81,6 +84,12 @@ class MeshController:
         self._live.pop(ref.id, None)
         self._deletes.append(ref.id)
 
+    def forget(self, id: int) -> None:
+        """Delete ``id`` on the workers with the next batch, before its
+        tensor is garbage (``t.drop()``)."""
+        if self._live.pop(id, None) is not None:
+            self._deletes.append(id)
+
     # ------------------------------------------------------------ commands
     def func_ref(self, fn: Any) -> tuple[int, bytes | None]:
         """(key, pickled fn the first time, else None)."""
@@ -97,7 +106,7 @@ class MeshController:
         self._streams.add(cmd[1])
         with self._lock:
             self._batch.append(cmd)
-            if len(self._batch) >= BATCH or len(self._deletes) >= BATCH:
+            if (len(self._batch) >= BATCH or len(self._deletes) >= BATCH) and not coalescing.holds(self):
                 self._flush_locked()
 
     def flush(self) -> None:
@@ -134,7 +143,8 @@ class MeshController:
         key = tuple(full.values())
         w = self._slices.get(key)
         if w is None:
-            w = self._slices[key] = self.workers.slice(**full)
+            # A mesh without dims (a point sliced out of one) is one proc.
+            w = self._slices[key] = self.workers.slice(**full) if full else self.workers
         return w
 
     def fetch(self, id: int, stream: Any, coords: dict[str, int], landing: Any = None) -> Any:

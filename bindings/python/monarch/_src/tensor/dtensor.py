@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import worker
+from ..actor.shape import DimensionError
+from . import borrow, coalescing, worker
 from .collective import REDUCTIONS
 from .controller import MeshController, controller_for
 from .store import Local, Ref, local_shard
@@ -69,6 +70,9 @@ class DTensor(torch.Tensor):
     _id: int
     _stream: Any
     _rg: bool
+    # The access rights of its memory (``borrow.Storage``), shared with its
+    # views; None until it is lent, borrowed or viewed.
+    _storage: Any = None
 
     @staticmethod
     def __new__(cls, ctl: MeshController, id: int, desc: tuple, stream: Any) -> DTensor:
@@ -126,24 +130,57 @@ class DTensor(torch.Tensor):
         size; a dim only ``mesh`` has receives copies)."""
         return to_mesh(self, mesh, stream)
 
+    def drop(self) -> None:
+        """Free this tensor and every view of its memory on the workers now
+        (with the next batch, after the ops issued before); using any of
+        them afterwards raises ``BorrowError``."""
+        borrow.drop(self)
+
+    @property
+    def dropped(self) -> bool:
+        """Whether ``drop()`` (of it, a tensor sharing its memory, or its
+        borrow) made it unusable."""
+        return self._storage is not None and self._storage.dropped_at is not None
+
+    def slice_mesh(self, **dims: int | slice) -> MeshSliceTensor:
+        """The shards of part of the mesh (``dim=i`` fixes dimension ``dim``
+        at ``i`` and removes it, ``dim=slice(...)`` narrows it), to move
+        with ``.to_mesh(...)``."""
+        return MeshSliceTensor(self, dims)
+
     def __reduce_ex__(self, protocol: int) -> Any:
         # Sent to an actor: once the workers made it, it arrives as the
         # receiving proc's shard.
+        if borrow.restricted:
+            borrow.check("sending a distributed tensor to an actor", (self,))
         self._ctl.sync(self._stream)
         return (local_shard, (self._id,))
 
     # ------------------------------------------------------------ collectives
-    def reduce(self, dims, reduction: str = "sum", scatter: bool = False, mesh: Any = None, _inplace: bool = False):
-        """Reduce across the mesh dimensions ``dims`` (a name or names):
-        ``reduction`` is ``"sum"``, ``"avg"``, ``"max"``, ``"min"`` or
-        ``"product"``. Every proc gets the reduced value of its group (the
-        procs that differ only in ``dims``); with ``scatter=True`` each gets
-        its slice of dim 0 of it, in group order."""
-        return reduce(self, dims, reduction, scatter, _inplace)
+    def reduce(
+        self,
+        dims,
+        reduction: str = "sum",
+        scatter: bool = False,
+        mesh: Any = None,
+        _inplace: bool = False,
+        out: DTensor | None = None,
+    ):
+        """Reduce across the mesh dimensions ``dims`` (a name or names; none:
+        every dim): ``reduction`` is ``"sum"``, ``"avg"``, ``"max"``,
+        ``"min"`` or ``"product"``. Every proc gets the reduced value of its
+        group (the procs that differ only in ``dims``); with
+        ``scatter=True`` (one dim of size n, a tensor of n rows) member i
+        gets row i of it.
+        ``out``: a distributed tensor of the result's shape and dtype that
+        receives the result (and is returned). ``mesh``: the result on that
+        proc mesh instead (dims not reduced match by name and size; a
+        reduced dim it has receives copies), e.g. ``mesh.slice(gpu=0)``."""
+        return reduce(self, dims, reduction, scatter, _inplace, out, mesh)
 
     def reduce_(self, dims, reduction: str = "sum", scatter: bool = False, mesh: Any = None):
         """``reduce`` in place: this tensor holds the result."""
-        return reduce(self, dims, reduction, scatter, True)
+        return reduce(self, dims, reduction, scatter, True, None, mesh)
 
 
 def _meta_of(x: Any, metas: dict) -> Any:
@@ -247,32 +284,54 @@ def issue_call(ctl: MeshController, func: Any, args: Any, kwargs: Any, meta_resu
     return _issue(ctl, func, scan, wire, *plan(meta_result, metas), torch.is_grad_enabled())
 
 
-def plan(meta_result: Any, metas: dict) -> tuple:
-    """What a call returns, from its meta result: ``(spec, leaves)``, each
-    leaf ``("alias", i)`` (the i-th distributed tensor argument),
-    ``("new", desc)`` or ``("value", v)``."""
+def plan(meta_result: Any, metas: dict, views: bool = True) -> tuple:
+    """What a call returns, from its meta result: ``(spec, leaves,
+    written)``, each leaf ``("alias", i)`` (the i-th distributed tensor
+    argument), ``("new", desc, j)`` (``j``: the argument whose memory it
+    views, or None) or ``("value", v)``; ``written``: the arguments the
+    call writes (their meta tensors' version went up)."""
     leaves, spec = tree_flatten(meta_result)
     aliases = {id(m): i for i, (m, _) in enumerate(metas.values())}
+    storages = {}
+    if views:
+        for i, (m, _) in enumerate(metas.values()):
+            storages.setdefault(m.untyped_storage()._cdata, i)
     out = []
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             i = aliases.get(id(leaf))
-            out.append(("new", _desc(leaf)) if i is None else ("alias", i, bool(leaf.requires_grad)))
+            if i is None:
+                view = storages.get(leaf.untyped_storage()._cdata) if storages else None
+                out.append(("new", _desc(leaf), view))
+            else:
+                out.append(("alias", i, bool(leaf.requires_grad)))
         else:
             out.append(("value", leaf))
-    return spec, out
+    written = tuple(i for i, (m, _) in enumerate(metas.values()) if m._version)
+    return spec, out, written
 
 
-def _issue(ctl: MeshController, func: Any, scan: _Scan, wire: tuple, spec: Any, leaves: list, grad: bool) -> Any:
+def _issue(
+    ctl: MeshController, func: Any, scan: _Scan, wire: tuple, spec: Any, leaves: list, written: tuple, grad: bool
+) -> Any:
     stream = get_active_stream().name
     dts = None
+    if borrow.restricted:
+        dts = list(scan.dts.values())
+        borrow.check(getattr(func, "__name__", str(func)), dts, [dts[i] for i in written])
     out_ids, new = [], []
     for leaf in leaves:
         kind = leaf[0]
         if kind == "new":
             i = ctl.new_id()
             out_ids.append(i)
-            new.append(DTensor(ctl, i, leaf[1], stream))
+            t = DTensor(ctl, i, leaf[1], stream)
+            if leaf[2] is not None:
+                # A view: it shares the access rights of the memory it views.
+                if dts is None:
+                    dts = list(scan.dts.values())
+                borrow.share(t, dts[leaf[2]])
+            new.append(t)
         elif kind == "alias":
             if dts is None:
                 dts = list(scan.dts.values())
@@ -316,7 +375,7 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
     metas: dict = {}
     if getattr(func, "__self__", None) is _TensorBase.grad and func.__name__ == "__get__":
         meta = _meta_of(args[0], metas).detach()
-        return _issue(ctl, _grad_of, scan, wire, *plan(meta, metas), grad)
+        return _issue(ctl, _grad_of, scan, wire, *plan(meta, metas, views=False), grad)
     if func is torch.Tensor.backward:
         return _issue(ctl, _backward, scan, wire, *plan(None, metas), grad)
     sig = None
@@ -327,7 +386,7 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
         except TypeError:  # an unhashable argument: not cached
             sig = hit = None
         if hit is not None:
-            return _issue(ctl, func, scan, wire, hit[0], hit[1], grad)
+            return _issue(ctl, func, scan, wire, hit[0], hit[1], hit[2], grad)
     meta_args = tree_map(lambda x: _meta_of(x, metas), args)
     meta_kwargs = tree_map(lambda x: _meta_of(x, metas), kwargs)
     if not metas and not scan.local:
@@ -344,10 +403,10 @@ def dispatch(func: Any, args: tuple, kwargs: dict, active: MeshController | None
         result = func(*meta_args, **meta_kwargs)
     if result is not None and not any(isinstance(x, torch.Tensor) for x in tree_flatten(result)[0]):
         return result  # metadata (shape, dtype, dim, ...): nothing to run
-    spec, leaves = plan(result, metas)
+    spec, leaves, written = plan(result, metas)
     if sig is not None and len(_PLANS) < _PLANS_MAX:
-        _PLANS[sig] = (spec, leaves)
-    return _issue(ctl, func, scan, wire, spec, leaves, grad)
+        _PLANS[sig] = (spec, leaves, written)
+    return _issue(ctl, func, scan, wire, spec, leaves, written, grad)
 
 
 class _MeshMode(TorchFunctionMode):
@@ -370,7 +429,8 @@ def activate(ctl: MeshController) -> Iterator[None]:
         try:
             yield
         finally:
-            ctl.flush()
+            if not coalescing.holds(ctl):
+                ctl.flush()
 
 
 @contextlib.contextmanager
@@ -408,30 +468,86 @@ def active_controller() -> MeshController | None:
     return getattr(mode, "ctl", None)
 
 
-def reduce(t: DTensor, dims: Any, reduction: str, scatter: bool, inplace: bool) -> DTensor:
+def reduce(
+    t: DTensor,
+    dims: Any,
+    reduction: str,
+    scatter: bool,
+    inplace: bool,
+    out: DTensor | None = None,
+    mesh: Any = None,
+) -> DTensor:
+    if not isinstance(t, DTensor):
+        raise TypeError(f"reduce() takes a distributed tensor, not {type(t).__name__}")
     ctl = t._ctl
     dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    if not dims:
+        dims = tuple(ctl.extent)
     for d in dims:
         if d not in ctl.extent:
-            raise ValueError(f"reduce over {d!r}: the mesh has dimensions {', '.join(ctl.extent)}")
+            raise DimensionError(f"reduce over {d!r}: the mesh has dimensions {', '.join(ctl.extent)}")
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"reduce() over the same dimension twice: {dims}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, not {reduction!r}")
+    if mesh is not None and controller_for(mesh) is ctl:
+        mesh = None
     n = 1
     for d in dims:
         n *= ctl.extent[d]
     meta = t._meta().detach()
     if scatter:
-        if meta.dim() == 0 or meta.shape[0] % n:
-            raise ValueError(f"reduce(scatter=True) needs dim 0 of {tuple(meta.shape)} divisible by {n}")
-        meta = meta.new_empty((meta.shape[0] // n,) + tuple(meta.shape[1:]))
+        # As upstream: member i of the group gets row i of the result.
+        if len(dims) > 1:
+            raise ValueError(f"reduce(scatter=True) takes one dimension, not {dims}")
+        if meta.dim() == 0 or meta.shape[0] != n:
+            raise TypeError(
+                f"reduce(scatter=True): dim 0 of the tensor's shape {tuple(meta.shape)} must be the "
+                f"size of {dims[0]!r} ({n}); member i gets row i of the result"
+            )
+        meta = meta.new_empty(tuple(meta.shape[1:]))
         if inplace:
             raise ValueError("reduce_(scatter=True) cannot be in place: the result is smaller")
+    if inplace and mesh is not None:
+        raise ValueError("reduce_(mesh=...) cannot be in place: the result is on another mesh")
+    if out is not None:
+        if inplace:
+            raise ValueError("reduce_() takes no out=: the tensor itself receives the result")
+        if mesh is not None:
+            raise ValueError("reduce(out=..., mesh=...): give one of them (out= must be on the tensor's mesh)")
+        if not isinstance(out, DTensor):
+            raise TypeError(f"reduce(out=...) takes a distributed tensor, not {type(out).__name__}")
+        if out._ctl is not ctl:
+            raise ValueError("reduce(out=...): out is on another mesh than the tensor")
+        want = (tuple(meta.shape), meta.dtype)
+        with torch._C.DisableTorchFunctionSubclass():
+            got = (tuple(out.shape), out.dtype)
+        if got != want:
+            raise ValueError(f"reduce(out=...): out has shape and dtype {got}, the result has {want}")
+    if borrow.restricted:
+        written = (t,) if inplace else (() if out is None else (out,))
+        borrow.check("reduce()", (t,), written)
     stream = get_active_stream().name
-    out = t._id if inplace else ctl.new_id()
-    ctl.issue(("reduce", stream, t._id, out, dims, reduction, scatter, inplace, ctl.next_seq()))
+    if inplace:
+        dest = t._id
+    elif out is not None:
+        dest = out._id
+    else:
+        dest = ctl.new_id()
+    into = out is not None
+    ctl.issue(("reduce", stream, t._id, dest, dims, reduction, scatter, inplace, ctl.next_seq(), into))
     if inplace:
         return t
-    return DTensor(ctl, out, _desc(meta), stream)
+    if out is not None:
+        return out
+    r = DTensor(ctl, dest, _desc(meta), stream)
+    if mesh is None:
+        return r
+    # Every member holds the result; the members at coordinate 0 of the
+    # reduced dims send it (a scattered result differs per member: each
+    # sends its own).
+    part = MeshSliceTensor(r, {}) if scatter else MeshSliceTensor(r, {d: 0 for d in dims})
+    return part.to_mesh(mesh, Stream(stream))
 
 
 def rank(ctl: MeshController, dims: Any) -> DTensor:
@@ -443,45 +559,128 @@ def rank(ctl: MeshController, dims: Any) -> DTensor:
     return issue_call(ctl, worker.rank_tensor, (dims,), {}, meta, {})
 
 
-# ``to_mesh``: the worker at each coordinate of the tensor's mesh sends its
-# shard to the worker(s) at the same coordinates of the destination mesh;
-# dimensions match by name and size, and a dimension only the destination
-# has receives copies (a broadcast).
+# ``to_mesh``: the worker at each coordinate of the tensor's mesh (or of the
+# part of it chosen by ``slice_mesh``) sends its shard to the worker(s) at
+# the same coordinates of the destination mesh; dimensions match by name and
+# size, and a dimension only the destination has receives copies (a
+# broadcast).
 _transfers = itertools.count(1)
 
 
-def to_mesh(t: DTensor, mesh: Any, stream: Stream | None = None) -> DTensor:
-    """``t`` on the proc mesh ``mesh`` (on ``stream``, default: ``t``'s)."""
+def _selection(extent: dict[str, int], dims: dict) -> dict:
+    """``slice_mesh(**dims)`` as sent to the workers: per sliced dim, the
+    index it is fixed at (an int: the dim is gone), or ``(start, step,
+    length)`` of the indices it keeps."""
+    sel: dict = {}
+    for d, v in dims.items():
+        if d not in extent:
+            raise DimensionError(f"slice_mesh({d}=...): the mesh has dimensions {', '.join(extent)}")
+        n = extent[d]
+        if isinstance(v, bool) or not isinstance(v, (int, slice)):
+            raise TypeError(f"slice_mesh({d}=...) takes an int or a slice, not {type(v).__name__}")
+        if isinstance(v, int):
+            if not 0 <= v < n:
+                raise IndexError(f"slice_mesh({d}={v}): out of range for a dimension of size {n}")
+            sel[d] = v
+        else:
+            if v.step is not None and v.step <= 0:
+                raise ValueError(f"slice_mesh({d}={v}): the step must be positive")
+            r = range(n)[v]
+            if not r:
+                raise ValueError(f"slice_mesh({d}={v}): no index of a dimension of size {n}")
+            sel[d] = (r.start, r.step, len(r))
+    return sel
+
+
+class MeshSliceTensor:
+    """The shards of a distributed tensor on part of its mesh
+    (``t.slice_mesh(gpu=0)``): ``.to_mesh(mesh)`` moves them, as
+    ``DTensor.to_mesh`` moves every shard; ``fetch_shard`` takes
+    coordinates within the part."""
+
+    def __init__(self, tensor: DTensor, dims: dict) -> None:
+        if not isinstance(tensor, DTensor):
+            raise TypeError(f"slice_mesh() takes a distributed tensor, not {type(tensor).__name__}")
+        self.tensor = tensor
+        self.selection = _selection(tensor._ctl.extent, dims)
+        extent = {}
+        for d, n in tensor._ctl.extent.items():
+            s = self.selection.get(d)
+            if s is None:
+                extent[d] = n
+            elif not isinstance(s, int):
+                extent[d] = s[2]
+        self.extent = extent
+
+    def coords(self, coords: dict[str, int]) -> dict[str, int]:
+        """Coordinates in the part as coordinates in the tensor's mesh."""
+        unknown = set(coords) - set(self.extent)
+        if unknown:
+            raise ValueError(
+                f"the mesh slice has no dimension {', '.join(sorted(unknown))} (it has {', '.join(self.extent)})"
+            )
+        full = {}
+        for d in self.tensor._ctl.extent:
+            s = self.selection.get(d)
+            c = int(coords.get(d, 0))
+            if s is not None and not isinstance(s, int) and not 0 <= c < s[2]:
+                raise IndexError(f"{d}={c} is out of range for a mesh slice of size {s[2]} in {d!r}")
+            full[d] = c if s is None else s if isinstance(s, int) else s[0] + s[1] * c
+        return full
+
+    def to_mesh(self, mesh: Any, stream: Stream | None = None) -> DTensor:
+        return to_mesh(self.tensor, mesh, stream, self)
+
+    def __repr__(self) -> str:
+        return f"MeshSliceTensor({self.tensor!r}, {self.extent})"
+
+
+def to_mesh(t: DTensor, mesh: Any, stream: Stream | None = None, part: MeshSliceTensor | None = None) -> DTensor:
+    """``t`` (or the ``part`` of it, from ``slice_mesh``) on the proc mesh
+    ``mesh`` (on ``stream``, default: ``t``'s)."""
     if not isinstance(t, DTensor):
         raise TypeError(f"to_mesh() moves a distributed tensor, not {type(t).__name__}")
     src = t._ctl
+    have = src.extent if part is None else part.extent
     extent = dict(mesh.sizes)
-    missing = [k for k in src.extent if k not in extent]
+    missing = [k for k in have if k not in extent]
     if missing:
         raise ValueError(
             f"to_mesh(): the destination mesh {extent} does not have dimension(s) "
-            f"{', '.join(missing)} of the tensor's mesh {src.extent}"
+            f"{', '.join(missing)} of the tensor's mesh {have}"
         )
-    for k, n in src.extent.items():
+    for k, n in have.items():
         if extent[k] != n:
             raise ValueError(
                 f"to_mesh(): dimension {k!r} has size {extent[k]} in the destination mesh "
-                f"and {n} in the tensor's mesh ({extent} vs {src.extent})"
+                f"and {n} in the tensor's mesh ({extent} vs {have})"
             )
     if t._rg:
         raise ValueError("to_mesh() of a tensor that requires grad: detach() it first")
+    if borrow.restricted:
+        borrow.check("to_mesh()", (t,))
+    sel = None if part is None else part.selection
     dst = controller_for(mesh)
     stream_name = t._stream if stream is None else stream.name
     tag = ("to_mesh", next(_transfers))
     out = dst.new_id()
-    src.issue(("send", t._stream, t._id, tag, dst.ports, dict(dst.extent)))
+    src.issue(("send", t._stream, t._id, tag, dst.ports, dict(dst.extent), sel))
     # The receivers wait for the senders: send now, whatever the
     # destination does next.
     src.flush()
-    dst.issue(("recv", stream_name, out, tag, src.workers, src.name, dict(src.extent)))
+    dst.issue(("recv", stream_name, out, tag, src.workers, src.name, dict(src.extent), sel))
     return DTensor(dst, out, _desc(t._meta().detach()), stream_name)
 
 
 def to_mesh_tree(tensors: Any, mesh: Any, stream: Stream | None = None) -> Any:
-    """``monarch.to_mesh``: every distributed tensor of a pytree moved."""
-    return tree_map(lambda x: to_mesh(x, mesh, stream) if isinstance(x, DTensor) else x, tensors)
+    """``monarch.to_mesh``: every distributed tensor (or mesh slice of one)
+    of a pytree moved."""
+
+    def move(x: Any) -> Any:
+        if isinstance(x, DTensor):
+            return to_mesh(x, mesh, stream)
+        if isinstance(x, MeshSliceTensor):
+            return x.to_mesh(mesh, stream)
+        return x
+
+    return tree_map(move, tensors)

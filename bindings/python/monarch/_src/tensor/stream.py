@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 _local = threading.local()
 
@@ -29,6 +30,21 @@ class Stream:
             yield self
         finally:
             stack.pop()
+
+    def borrow(self, t: Any, mutable: bool = False) -> tuple[Any, Any]:
+        """``(borrowed, borrow)``: the distributed tensor ``t`` for use on
+        this stream, without a copy, and its lease (``Borrow``). The
+        borrowed tensor has ``t``'s value as of this call (ops issued on
+        ``t``'s stream before it run first). Until ``borrow.drop()`` (or the
+        end of ``with borrow:``) neither stream may write ``t``, or, with
+        ``mutable=True``, this stream may write it and ``t``'s stream may
+        not use it at all (``BorrowError`` when such an op is issued). After
+        the drop the borrowed tensor and its views are unusable, and ops
+        issued on ``t``'s stream run after this stream's ops issued before
+        the drop."""
+        from .borrow import borrow
+
+        return borrow(self, t, mutable)
 
     def __repr__(self) -> str:
         return f"<Stream {self.name!r}>"

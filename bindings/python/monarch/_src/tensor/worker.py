@@ -14,17 +14,26 @@ Commands (tuples, built by ``monarch._src.tensor.controller``):
   with the arguments, ``Ref`` replaced by stored values, under
   ``torch.set_grad_enabled(grad)``; leaf ``i`` of the flattened result is
   stored as ``out_ids[i]`` (``None``: not stored).
-* ``("reduce", stream, src, out, dims, op, scatter, inplace, seq)``: a
-  collective over the workers that differ only in ``dims``
-  (``monarch._src.tensor.collective``).
+* ``("reduce", stream, src, out, dims, op, scatter, inplace, seq, into)``:
+  a collective over the workers that differ only in ``dims``
+  (``monarch._src.tensor.collective``); with ``into`` the result is copied
+  into the tensor ``out`` holds already (``reduce(out=...)``).
+* ``("borrow", stream, src, dst)``: ``dst`` is ``src`` (the same tensor,
+  no copy) from this point of the lender's stream on;
+  ``("borrow_done", stream, borrow, dst)`` on the borrower's stream marks
+  that its ops issued before it ran (and forgets ``dst``);
+  ``("borrow_wait", stream, borrow)`` on the lender's stream waits for that
+  mark (``monarch._src.tensor.borrow``).
 * ``("del", streams, ids)``: forget ``ids`` once every stream in
   ``streams`` has reached this point.
 * ``("call", stream, port, fn, args, kwargs)``: call ``fn`` and send its
   value (or its error) to ``port``.
-* ``("send", stream, src, tag, ports, extent)`` / ``("recv", stream, out,
-  tag, workers, extent)``: ``to_mesh`` (``monarch._src.tensor.dtensor``);
-  the sender is this mesh's worker at the receiver's coordinates in the
-  dims of ``extent`` (the sender mesh's).
+* ``("send", stream, src, tag, ports, extent, sel)`` / ``("recv", stream,
+  out, tag, workers, name, extent, sel)``: ``to_mesh``
+  (``monarch._src.tensor.dtensor``); the sender is this mesh's worker at
+  the receiver's coordinates in the dims of ``extent`` (the sender mesh's),
+  or, with ``sel`` (``slice_mesh``), at those coordinates mapped into the
+  slice.
 
 Peers: every worker watches every other worker of its mesh with a call
 that is never answered (``watch``): the runtime fails it as soon as the
@@ -37,6 +46,7 @@ from __future__ import annotations
 import pickle
 import queue
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -47,7 +57,7 @@ from ..actor.context import current_rank
 from ..actor.endpoint import endpoint
 from ..actor.port import Channel
 from . import collective, wire
-from .store import STORE, Failed, Local, Ref
+from .store import STORE, WAIT_SECONDS, Failed, Local, Ref
 from .tree import tree_flatten, tree_map
 
 _current: TensorWorker | None = None
@@ -88,6 +98,25 @@ def coords_of(rank: int, extent: dict[str, int]) -> dict[str, int]:
         c[k] = rank % extent[k]
         rank //= extent[k]
     return {k: c[k] for k in extent}
+
+
+def in_slice(coords: dict[str, int], sel: dict) -> dict[str, int] | None:
+    """The coordinates of ``coords`` within the mesh slice ``sel``
+    (``dtensor._selection``), or None when the slice leaves it out."""
+    out = {}
+    for k, c in coords.items():
+        s = sel.get(k)
+        if s is None:
+            out[k] = c
+        elif isinstance(s, int):
+            if c != s:
+                return None
+        else:
+            q, r = divmod(c - s[0], s[1])
+            if r or not 0 <= q < s[2]:
+                return None
+            out[k] = q
+    return out
 
 
 def rank_of(coords: dict[str, int], extent: dict[str, int]) -> int:
@@ -153,6 +182,9 @@ class TensorWorker(Actor):
         self.peers: list = []
         self.watches: dict[Any, Any] = {}  # peer -> the Future of its watch call
         self.watched_by: list = []  # ports of peers' watch calls, never answered
+        # Borrow id -> set once the borrower's stream reached the drop.
+        self.borrows: dict[int, threading.Event] = {}
+        self.borrows_lock = threading.Lock()
         _current = self
 
     # ------------------------------------------------------------ endpoints
@@ -254,6 +286,13 @@ class TensorWorker(Actor):
             self._send_shard(*cmd[2:])
         elif kind == "recv":
             self._recv_shard(*cmd[2:])
+        elif kind == "borrow":
+            STORE.put(cmd[3], STORE.get(cmd[2]))
+        elif kind == "borrow_done":
+            self._borrow_event(cmd[2]).set()
+            STORE.delete((cmd[3],))
+        elif kind == "borrow_wait":
+            self._borrow_wait(cmd[2])
 
     def _reply(self, port: Any, produce: Any) -> None:
         try:
@@ -324,16 +363,44 @@ class TensorWorker(Actor):
             n *= v
         return n
 
-    def _reduce(self, src, out, dims, op, scatter, inplace, seq) -> None:
+    def _borrow_event(self, borrow: int) -> threading.Event:
+        with self.borrows_lock:
+            e = self.borrows.get(borrow)
+            if e is None:
+                e = self.borrows[borrow] = threading.Event()
+            return e
+
+    def _borrow_wait(self, borrow: int) -> None:
+        """The lender's stream at a drop: wait until the borrower's stream
+        ran what was issued on it before the drop."""
+        start = time.monotonic()
+        if not self._borrow_event(borrow).wait(WAIT_SECONDS):
+            raise RuntimeError(
+                f"borrow {borrow}: the borrowing stream did not reach the drop in "
+                f"{time.monotonic() - start:.0f} s; the lender's stream goes on"
+            )
+        with self.borrows_lock:
+            self.borrows.pop(borrow, None)
+
+    def _reduce(self, src, out, dims, op, scatter, inplace, seq, into=False) -> None:
         group = self.group(dims)
         try:
             t = _resolve(Ref(src))
             r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter, inplace)
+            if scatter:
+                r = r[0]  # this member's chunk of dim 0 is its one row
             if inplace:
                 if r.data_ptr() != t.data_ptr():  # not written into t already
                     with torch.no_grad():
                         t.copy_(r)
                 r = t
+            elif into:
+                dest = STORE.get(out)
+                if isinstance(dest, Failed):
+                    return  # out stays failed
+                with torch.no_grad():
+                    dest.copy_(r)
+                r = dest
         except _Propagate as p:
             # No input here: the other members must not wait for it.
             collective.abort(group, self.rank, self.peers, seq, p.failed.text)
@@ -345,20 +412,30 @@ class TensorWorker(Actor):
             return
         STORE.put(out, r)
 
-    def _send_shard(self, src, tag, ports, extent) -> None:
+    def _send_shard(self, src, tag, ports, extent, sel=None) -> None:
         """``to_mesh``, sending side: this shard to every worker of the
-        destination whose coordinates in this mesh's dims are ours."""
-        value = STORE.get(src)
-        msg = ("failed", value.text) if isinstance(value, Failed) else ("ok", collective._to_wire(value))
+        destination whose coordinates in this mesh's dims (in the slice
+        ``sel`` of it) are ours."""
+        mine = self.coords if sel is None else in_slice(self.coords, sel)
+        if mine is None:
+            return  # not in the slice that moves
+        msg = _shard_message(STORE.get(src))
         for r, port in enumerate(ports):
             at = coords_of(r, extent)
-            if all(at[k] == v for k, v in self.coords.items()):
+            if all(at[k] == v for k, v in mine.items()):
                 port.send((tag, msg))
 
-    def _recv_shard(self, out, tag, workers, name, extent) -> None:
+    def _recv_shard(self, out, tag, workers, name, extent, sel=None) -> None:
         """``to_mesh``, receiving side: the shard of the sender at our
-        coordinates in its mesh's dims ``extent``."""
-        at = {k: self.coords[k] for k in extent}
+        coordinates in its mesh's dims ``extent`` (mapped into the slice
+        ``sel`` of that mesh)."""
+        if sel is None:
+            at = {k: self.coords[k] for k in extent}
+        else:
+            at = {}
+            for k in extent:
+                s = sel.get(k)
+                at[k] = self.coords[k] if s is None else s if isinstance(s, int) else s[0] + s[1] * self.coords[k]
         key = (name, rank_of(at, extent))
         try:
             self._watch(key, workers, at)
@@ -368,6 +445,8 @@ class TensorWorker(Actor):
             return
         if kind == "failed":
             STORE.put(out, Failed(payload, None))
+        elif kind == "scalar":
+            STORE.put(out, collective._from_wire(payload).reshape(()))
         else:
             STORE.put(out, collective._from_wire(payload))
 
@@ -380,6 +459,21 @@ class TensorWorker(Actor):
                 return
             self.pending_deletes.pop(key, None)
         STORE.delete(ids)
+
+
+def _shard_message(value: Any) -> tuple:
+    """A ``to_mesh`` shard as sent: its bytes (a 0-d tensor as 1-d, since
+    it has no byte view), or the failure that replaced it, or the error of
+    sending it (the receivers must not wait for a shard that never
+    comes)."""
+    if isinstance(value, Failed):
+        return ("failed", value.text)
+    try:
+        if isinstance(value, torch.Tensor) and value.dim() == 0:
+            return ("scalar", collective._to_wire(value.reshape(1)))
+        return ("ok", collective._to_wire(value))
+    except BaseException:  # noqa: BLE001 - reported to the receivers
+        return ("failed", traceback.format_exc())
 
 
 class RemoteTensorError(RuntimeError):
