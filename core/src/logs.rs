@@ -293,7 +293,7 @@ pub(crate) fn capture_local() -> bool {
 }
 
 /// Read the stdout and stderr of the local proc at `addr` line by line
-/// into [`emit`].
+/// into [`emit`], on the tokio thread ([`crate::background`]).
 pub(crate) fn forward_local(
     out: std::process::ChildStdout,
     err: std::process::ChildStderr,
@@ -301,43 +301,30 @@ pub(crate) fn forward_local(
     addr: &str,
 ) {
     let name = crate::logfiles::local_name(addr);
-    fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool, name: String) {
-        // Counted from here; dropped with the closure if the thread does
-        // not start.
+    fn pump(pipe: std::os::fd::OwnedFd, rank: u64, stderr: bool, name: String) {
+        // Counted from here; dropped with the closure if it never runs.
         let running = PumpRunning::start();
-        let _ = std::thread::Builder::new()
-            .name("monarch-output".into())
-            .spawn(move || {
-                let _running = running;
-                use std::io::BufRead;
-                let mut r = std::io::BufReader::new(pipe);
-                let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    match r.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {
-                            if line.last() == Some(&b'\n') {
-                                line.pop();
-                            }
-                            emit(&name, Some(rank), stderr, &line);
-                        }
-                    }
-                }
-            });
+        let r = crate::background::for_each_line(
+            pipe,
+            move |line| emit(&name, Some(rank), stderr, line),
+            move || drop(running),
+        );
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "proc output is not forwarded");
+        }
     }
-    pump(out, rank, false, name.clone());
-    pump(err, rank, true, name);
+    pump(out.into(), rank, false, name.clone());
+    pump(err.into(), rank, true, name);
 }
 
-/// How many threads read local procs' output, and the condition signalled
-/// when one ends.
+/// How many local procs' output pipes are being read, and the condition
+/// signalled when one ends.
 fn pumps() -> &'static (Mutex<usize>, parking_lot::Condvar) {
     static P: OnceLock<(Mutex<usize>, parking_lot::Condvar)> = OnceLock::new();
     P.get_or_init(|| (Mutex::new(0), parking_lot::Condvar::new()))
 }
 
-/// Held by a thread reading a proc's output: its end is counted.
+/// Held while a proc's output pipe is read: its end is counted.
 struct PumpRunning;
 
 impl PumpRunning {
