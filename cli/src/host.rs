@@ -433,17 +433,24 @@ impl Agent {
         let controller = controller.to_string();
         let addr = addr.to_string();
         let rank = rank.to_string();
-        let on_line = move |line: &[u8]| {
-            let parts = [addr.as_bytes(), rank.as_bytes(), which.as_bytes(), line];
+        // All the lines of one read in one report.
+        let on_lines = move |lines: &[&[u8]]| {
+            let mut parts = vec![addr.as_bytes(), rank.as_bytes(), which.as_bytes()];
+            parts.extend_from_slice(lines);
             if rt.report(&controller, LOG, &parts).is_err() {
                 // Controller gone: keep draining so the proc never blocks
                 // on a full pipe.
                 use std::io::Write;
-                let _ = std::io::stderr()
-                    .write_all(&[b"[rank ", rank.as_bytes(), b"] ", line, b"\n"].concat());
+                let mut text = Vec::new();
+                for line in lines {
+                    text.extend_from_slice(
+                        &[b"[rank ", rank.as_bytes(), b"] ", line, b"\n"].concat(),
+                    );
+                }
+                let _ = std::io::stderr().write_all(&text);
             }
         };
-        if let Err(e) = monarch_core::background::for_each_line(pipe.into(), on_line, || {}) {
+        if let Err(e) = monarch_core::background::for_each_line(pipe.into(), on_lines, || {}) {
             tracing::warn!(error = %e, "proc output is not forwarded");
         }
     }

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
 
-use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncReadExt;
 use tokio::runtime::Handle;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -41,31 +41,48 @@ pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) -> Result<()> {
     Ok(())
 }
 
-/// Read the pipe `fd` line by line on the tokio thread: `on_line` gets each
-/// line without its newline (the last one also when it has none), then
-/// `on_end` runs once at end of file or on a read error.
+/// Read the pipe `fd` on the tokio thread and hand its lines on in
+/// batches: `on_lines` gets every complete line of one read (up to
+/// [`MAX_BATCH`]), each without its newline (the last line of the pipe
+/// also when it has none); then `on_end` runs once, at end of file or on a
+/// read error. Batches let a consumer write many lines with one system
+/// call.
 pub fn for_each_line(
     fd: OwnedFd,
-    mut on_line: impl FnMut(&[u8]) + Send + 'static,
+    mut on_lines: impl FnMut(&[&[u8]]) + Send + 'static,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Result<()> {
     spawn(async move {
         // Registered with the reactor from inside the runtime.
         match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-            Ok(pipe) => {
-                let mut r = tokio::io::BufReader::with_capacity(64 * 1024, pipe);
-                let mut line = Vec::new();
+            Ok(mut pipe) => {
+                // Bytes read, up to the end of the last complete line seen.
+                let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
                 loop {
-                    line.clear();
-                    match r.read_until(b'\n', &mut line).await {
+                    buf.reserve(READ_SIZE);
+                    match pipe.read_buf(&mut buf).await {
                         Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            if line.last() == Some(&b'\n') {
-                                line.pop();
-                            }
-                            on_line(&line);
+                        Ok(_) => {}
+                    }
+                    let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+                        continue;
+                    };
+                    let mut lines: Vec<&[u8]> = Vec::new();
+                    for line in buf[..end].split(|&b| b == b'\n') {
+                        lines.push(line);
+                        if lines.len() == MAX_BATCH {
+                            on_lines(&lines);
+                            lines.clear();
                         }
                     }
+                    if !lines.is_empty() {
+                        on_lines(&lines);
+                    }
+                    drop(lines);
+                    buf.drain(..=end);
+                }
+                if !buf.is_empty() {
+                    on_lines(&[&buf]);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot watch an output pipe"),
@@ -73,6 +90,12 @@ pub fn for_each_line(
         on_end();
     })
 }
+
+/// How much is read from a pipe at once.
+const READ_SIZE: usize = 64 * 1024;
+
+/// Most lines handed on at once.
+pub const MAX_BATCH: usize = 1024;
 
 #[cfg(test)]
 mod tests {
@@ -89,9 +112,11 @@ mod tests {
             let (tx, done) = (tx.clone(), tx.clone());
             for_each_line(
                 r.into(),
-                move |l| {
+                move |lines| {
                     let name = std::thread::current().name().map(str::to_string);
-                    tx.send((i, Some(l.to_vec()), name)).unwrap()
+                    for l in lines {
+                        tx.send((i, Some(l.to_vec()), name.clone())).unwrap()
+                    }
                 },
                 move || done.send((i, None, None)).unwrap(),
             )
@@ -120,5 +145,31 @@ mod tests {
                 &[format!("a{i}").into_bytes(), format!("b{i}").into_bytes()]
             );
         }
+    }
+
+    #[test]
+    fn long_runs_of_lines_come_in_order_in_bounded_batches() {
+        let (tx, rx) = mpsc::channel();
+        let (r, mut w) = std::io::pipe().unwrap();
+        let done = tx.clone();
+        for_each_line(
+            r.into(),
+            move |lines| {
+                assert!(!lines.is_empty() && lines.len() <= MAX_BATCH);
+                tx.send(Some(lines.iter().map(|l| l.to_vec()).collect::<Vec<_>>()))
+                    .unwrap()
+            },
+            move || done.send(None).unwrap(),
+        )
+        .unwrap();
+        let text: String = (0..3000).map(|i| format!("{i}\n")).collect();
+        w.write_all(text.as_bytes()).unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        while let Some(batch) = rx.recv().unwrap() {
+            got.extend(batch);
+        }
+        let want: Vec<Vec<u8>> = (0..3000).map(|i| i.to_string().into_bytes()).collect();
+        assert_eq!(got, want);
     }
 }

@@ -618,20 +618,22 @@ fn describe_status(status: Option<ExitStatus>) -> String {
 /// ([`crate::background`]).
 fn spawn_reader(pipe: std::os::fd::OwnedFd, shared: Arc<Shared>, is_stderr: bool) -> Result<()> {
     let at_end = shared.clone();
-    let on_line = move |buf: &[u8]| {
-        let line = String::from_utf8_lossy(buf);
-        let line = line.trim_end_matches('\r').to_string();
+    let on_lines = move |lines: &[&[u8]]| {
         let mut seen = shared.seen.lock();
-        let keep = if is_stderr {
-            tracing::debug!("{line}");
-            on_srun_line(&mut seen, &line)
-        } else {
-            tracing::info!("agent {line}");
-            on_task_line(&mut seen, &line);
-            true
-        };
-        if keep {
-            seen.push_tail(line);
+        for buf in lines {
+            let line = String::from_utf8_lossy(buf);
+            let line = line.trim_end_matches('\r').to_string();
+            let keep = if is_stderr {
+                tracing::debug!("{line}");
+                on_srun_line(&mut seen, &line)
+            } else {
+                tracing::info!("agent {line}");
+                on_task_line(&mut seen, &line);
+                true
+            };
+            if keep {
+                seen.push_tail(line);
+            }
         }
         drop(seen);
         shared.changed.notify_all();
@@ -640,7 +642,7 @@ fn spawn_reader(pipe: std::os::fd::OwnedFd, shared: Arc<Shared>, is_stderr: bool
         at_end.seen.lock().eof += 1;
         at_end.changed.notify_all();
     };
-    crate::background::for_each_line(pipe, on_line, on_end)
+    crate::background::for_each_line(pipe, on_lines, on_end)
 }
 
 /// A line of the tasks' stdout, `<task>: <text>` (srun --label).
