@@ -107,27 +107,10 @@ fn setup_tls(args: &Args) -> Result<bool, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Set when a controller sends `StopProc` to the agent.
 static STOP: AtomicBool = AtomicBool::new(false);
 
-/// How often the agent looks for procs of lost controllers, unused
-/// prepared sockets and (at their own interval) heartbeats.
-const TICK: Duration = Duration::from_millis(200);
-
-/// What woke the agent's loop.
-enum Wake {
-    Signal,
-    Events,
-    Tick,
-}
-
-/// The runtime's notification descriptor (owned by the runtime).
-struct NotifyFd(std::os::fd::RawFd);
-
-impl AsRawFd for NotifyFd {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.0
-    }
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
 }
 
 struct Proc {
@@ -209,34 +192,11 @@ pub fn run(args: &Args) -> ExitCode {
             sa.ip()
         }
     });
-    // The agent's own loop: one current-thread tokio runtime on this
-    // thread, woken by the runtime's notification descriptor, SIGTERM /
-    // SIGINT and a timer.
-    let reactor = match tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("monarch host: cannot start its event loop: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let signals = {
-        use tokio::signal::unix::{signal, SignalKind};
-        let _in = reactor.enter();
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(t), Ok(i)) => [t, i],
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("monarch host: cannot watch signals: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    };
+    // SAFETY: installing an async-signal-safe handler (one atomic store).
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
     let rt = match Runtime::listen_tcp(&format!("tcp:{sa}"), advertise, secret) {
         Ok(rt) => rt,
         Err(e) => {
@@ -270,8 +230,17 @@ pub fn run(args: &Args) -> ExitCode {
             .map_err(|e| tracing::warn!(error = %e, "no socket directory; procs of this host talk over TCP"))
             .ok(),
     };
-    if let Err(e) = reactor.block_on(agent.serve(signals)) {
-        tracing::warn!(error = %e, "agent event loop ends");
+    while !STOP.load(Ordering::SeqCst) {
+        match rt.next_event(Some(Duration::from_millis(200))) {
+            Ok(ev) => agent.handle(ev),
+            Err(e) if e.kind == ErrorKind::Timeout => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "agent event loop ends");
+                break;
+            }
+        }
+        agent.reap_orphaned();
+        agent.check_heartbeats();
     }
     agent.kill_all();
     rt.shutdown();
@@ -286,61 +255,6 @@ fn text(parts: &[Vec<u8>], i: usize) -> String {
 }
 
 impl Agent {
-    /// Serve requests until a signal, `StopProc` or the runtime's end.
-    async fn serve(&self, mut signals: [tokio::signal::unix::Signal; 2]) -> std::io::Result<()> {
-        use std::task::Poll;
-        // SAFETY: the runtime owns the descriptor and keeps it open until
-        // it is shut down, after this loop.
-        let notify = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(
-                NotifyFd(self.rt.notify_fd()),
-                tokio::io::Interest::READABLE,
-            )
-        }
-        .map_err(std::io::Error::from)?;
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        while !STOP.load(Ordering::SeqCst) {
-            let wake = std::future::poll_fn(|cx| {
-                if signals.iter_mut().any(|s| s.poll_recv(cx).is_ready()) {
-                    return Poll::Ready(Ok(Wake::Signal));
-                }
-                if let Poll::Ready(r) = notify.poll_read_ready(cx) {
-                    return Poll::Ready(r.map(|mut g| {
-                        g.clear_ready();
-                        Wake::Events
-                    }));
-                }
-                if tick.poll_tick(cx).is_ready() {
-                    return Poll::Ready(Ok(Wake::Tick));
-                }
-                Poll::Pending
-            })
-            .await?;
-            match wake {
-                Wake::Signal => break,
-                Wake::Events => {
-                    self.rt.clear_notify_fd();
-                    loop {
-                        match self.rt.next_event(Some(Duration::ZERO)) {
-                            Ok(ev) => self.handle(ev),
-                            Err(e) if e.kind == ErrorKind::Timeout => break,
-                            Err(e) => return Err(std::io::Error::other(e.to_string())),
-                        }
-                    }
-                    // Taking events ended the watch: the I/O thread reads
-                    // the sockets for us again from here.
-                    self.rt.notify_fd();
-                }
-                Wake::Tick => {
-                    self.reap_orphaned();
-                    self.check_heartbeats();
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn handle(&self, mut ev: Event) {
         if ev.kind != EventKind::Message {
             if ev.kind == EventKind::StopProc {
