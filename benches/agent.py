@@ -2,7 +2,8 @@
 procs. One agent on 127.0.0.1; controllers are child processes.
 
 Rows: spawning N procs through the agent to the first reply of all of
-them (median of R rounds, one controller); then with K controllers
+them (median of R rounds, one controller), when `spawn_procs` returned
+(the agent's answers to prepare/start) and the agent's CPU per spawn; then with K controllers
 attached, each with P live procs: the agent's threads, RSS and CPU while
 nothing happens (heartbeat probes only) over S seconds.
 
@@ -39,10 +40,11 @@ def controller(args) -> int:
         if what == "spawn":
             t = time.perf_counter()
             pm = hosts.spawn_procs(per_host={"procs": int(n)})
+            asked = time.perf_counter() - t
             pm.spawn("ping", Ping).ping.call().get()
             dt = time.perf_counter() - t
             pm.stop().get()
-            print(f"@@SPAWN {dt}", flush=True)
+            print(f"@@SPAWN {dt} {asked}", flush=True)
         elif what == "keep":
             pm = hosts.spawn_procs(per_host={"procs": int(n)})
             pm.spawn("ping", Ping).ping.call().get()
@@ -119,7 +121,9 @@ def main() -> int:
         addr = ready.split()[1]
         base = (status(a.pid, "Threads"), status(a.pid, "VmRSS"))
         ctls.append(start_controller(env, addr))
-        spawn = [float(ask(ctls[0], f"spawn {args.procs}", "@@SPAWN")[0]) for _ in range(args.rounds)]
+        c0 = cpu_s(a.pid)
+        spawn = [[float(x) for x in ask(ctls[0], f"spawn {args.procs}", "@@SPAWN")] for _ in range(args.rounds)]
+        spawn_cpu = (cpu_s(a.pid) - c0) / args.rounds
         for _ in range(args.controllers - 1):
             ctls.append(start_controller(env, addr))
         for c in ctls:
@@ -142,7 +146,12 @@ def main() -> int:
 
     k, p = args.controllers, args.live
     print(f"agent on 127.0.0.1, load {os.getloadavg()[0]:.2f}")
-    print(f"spawn {args.procs} procs to first reply (median of {args.rounds}): {statistics.median(spawn) * 1e3:.0f} ms")
+    first = statistics.median(s[0] for s in spawn) * 1e3
+    asked = statistics.median(s[1] for s in spawn) * 1e3
+    print(
+        f"spawn {args.procs} procs to first reply (median of {args.rounds}): {first:.0f} ms"
+        f" (spawn_procs returned after {asked:.1f} ms); agent CPU per spawn {spawn_cpu * 1e3:.0f} ms"
+    )
     print(f"alone: {base[0]} threads, RSS {base[1] / 1024:.1f} MiB")
     print(f"{k} controllers x {p} live procs: {busy[0]} threads, RSS {busy[1] / 1024:.1f} MiB, idle CPU {idle * 100:.2f} %")
     return 0
