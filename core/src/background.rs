@@ -46,7 +46,8 @@ pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) -> Result<()> {
 /// [`MAX_BATCH`]), each without its newline (the last line of the pipe
 /// also when it has none); then `on_end` runs once, at end of file or on a
 /// read error. Batches let a consumer write many lines with one system
-/// call.
+/// call. `on_lines` runs on the tokio thread: while it blocks, no other
+/// pipe is read.
 pub fn for_each_line(
     fd: OwnedFd,
     mut on_lines: impl FnMut(&[&[u8]]) + Send + 'static,
@@ -56,17 +57,20 @@ pub fn for_each_line(
         // Registered with the reactor from inside the runtime.
         match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
             Ok(mut pipe) => {
-                // Bytes read, up to the end of the last complete line seen.
+                // Bytes read and not handed on yet: the start of a line.
                 let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
                 loop {
                     buf.reserve(READ_SIZE);
+                    let had = buf.len();
                     match pipe.read_buf(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
                     }
-                    let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+                    // Only the new bytes can end a line.
+                    let Some(end) = buf[had..].iter().rposition(|&b| b == b'\n') else {
                         continue;
                     };
+                    let end = had + end;
                     let mut lines: Vec<&[u8]> = Vec::new();
                     for line in buf[..end].split(|&b| b == b'\n') {
                         lines.push(line);
@@ -171,5 +175,31 @@ mod tests {
         }
         let want: Vec<Vec<u8>> = (0..3000).map(|i| i.to_string().into_bytes()).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_read_comes_whole() {
+        let (tx, rx) = mpsc::channel();
+        let (r, mut w) = std::io::pipe().unwrap();
+        let done = tx.clone();
+        for_each_line(
+            r.into(),
+            move |lines| {
+                for l in lines {
+                    tx.send(Some(l.to_vec())).unwrap()
+                }
+            },
+            move || done.send(None).unwrap(),
+        )
+        .unwrap();
+        let long = vec![b'x'; 5 * READ_SIZE + 7];
+        w.write_all(&long).unwrap();
+        w.write_all(b"\nshort\n").unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        while let Some(line) = rx.recv().unwrap() {
+            got.push(line);
+        }
+        assert_eq!(got, vec![long, b"short".to_vec()]);
     }
 }
