@@ -11,15 +11,23 @@ scripts/slurm/with-cluster.sh (the two-node test cluster on this machine),
 or run it with SLURM_CONF pointing at any cluster (add `--srun-arg`s for
 its partition etc.). On the test cluster both "nodes" share this machine;
 the numbers are the cost of SLURM's scheduling and launch path plus ours,
-not of a real network.
+not of a real network. Also printed: the threads the job adds to the
+controller while it is up (srun's output readers; one process-wide tokio
+thread once anything uses it) and the controller's CPU over a bring-up.
+`--lib DIR` runs against the libmonarch.so, monarch.h and monarch in DIR
+(A/B runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
+import sys
 import time
+
+from _ab import lib_env, status
 
 from monarch.actor import Actor, endpoint
 from monarch.job import SlurmJob
@@ -42,11 +50,13 @@ def queue_empty(timeout=30.0):
 
 
 def one_round(nodes, listen, srun_args):
-    t0 = time.perf_counter()
+    threads0 = status(os.getpid(), "Threads")
+    t0, cpu0 = time.perf_counter(), time.process_time()
     job = SlurmJob(nodes=nodes, listen=listen, srun_args=srun_args, timeout=120)
     try:
         hosts = job.host_mesh()
-        t_hosts = time.perf_counter()
+        t_hosts, cpu = time.perf_counter(), time.process_time() - cpu0
+        threads = status(os.getpid(), "Threads") - threads0
         procs = hosts.spawn_procs(per_host={"gpus": 1})
         am = procs.spawn("bench", Bench)
         am.ping.call().get(timeout=60)
@@ -59,7 +69,7 @@ def one_round(nodes, listen, srun_args):
     finally:
         job.kill()
     queue_empty()
-    return t_hosts - t0, t_reply - t0, t_again
+    return t_hosts - t0, t_reply - t0, t_again, threads, cpu
 
 
 def main() -> int:
@@ -68,14 +78,21 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--listen", default="127.0.0.1:0", help="agents' --listen (default 127.0.0.1:0)")
     ap.add_argument("--srun-arg", action="append", default=[], help="extra srun option (repeatable)")
+    ap.add_argument("--lib", help="directory with libmonarch.so, monarch.h and monarch to use")
     args = ap.parse_args()
+    if args.lib and not os.environ.get("MONARCH_BENCH_LIB_SET"):
+        env, _ = lib_env(os.environ, args.lib)
+        env["MONARCH_BENCH_LIB_SET"] = "1"
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
     one_round(args.nodes, args.listen, args.srun_arg)  # warm-up: page cache, imports
-    hosts, reply, again = [], [], []
+    hosts, reply, again, threads, cpu = [], [], [], [], []
     for _ in range(args.rounds):
-        h, r, a = one_round(args.nodes, args.listen, args.srun_arg)
+        h, r, a, t, c = one_round(args.nodes, args.listen, args.srun_arg)
         hosts.append(h)
         reply.append(r)
         again.append(a)
+        threads.append(t)
+        cpu.append(c)
     n = args.nodes
     print(f"SLURM host mesh, {n} nodes, {args.rounds} rounds (median, min..max)")
     print(f"{'workload':52s} {'median':>10s} {'range':>20s}")
@@ -85,6 +102,8 @@ def main() -> int:
     ):
         print(f"{name:52s} {statistics.median(xs) * 1e3:8.0f} ms {min(xs) * 1e3:8.0f}..{max(xs) * 1e3:.0f} ms")
     print(f"{'next call to all ' + str(n) + ' procs (gather)':52s} {statistics.median(again) * 1e6:8.0f} us")
+    print(f"{'controller threads added while the job is up':52s} {statistics.median(threads):8.0f}")
+    print(f"{'controller CPU over srun + agents + attach':52s} {statistics.median(cpu) * 1e3:8.0f} ms")
     return 0
 
 

@@ -17,7 +17,6 @@
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
@@ -420,10 +419,11 @@ impl Agent {
         self.rt.job_token().to_string()
     }
 
-    /// Stream one output pipe of a proc to its controller, line by line.
+    /// Stream one output pipe of a proc to its controller, line by line
+    /// (read on the process's tokio thread, `monarch_core::background`).
     fn forward(
         &self,
-        pipe: impl Read + Send + 'static,
+        pipe: impl Into<std::os::fd::OwnedFd>,
         controller: &str,
         addr: &str,
         rank: u64,
@@ -433,38 +433,26 @@ impl Agent {
         let controller = controller.to_string();
         let addr = addr.to_string();
         let rank = rank.to_string();
-        let _ = std::thread::Builder::new()
-            .name(format!("monarch-log-{which}"))
-            .spawn(move || {
-                let mut r = BufReader::new(pipe);
-                let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    match r.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {
-                            if line.last() == Some(&b'\n') {
-                                line.pop();
-                            }
-                            if rt
-                                .report(
-                                    &controller,
-                                    LOG,
-                                    &[addr.as_bytes(), rank.as_bytes(), which.as_bytes(), &line],
-                                )
-                                .is_err()
-                            {
-                                // Controller gone: keep draining so the
-                                // proc never blocks on a full pipe.
-                                use std::io::Write;
-                                let _ = std::io::stderr().write_all(
-                                    &[b"[rank ", rank.as_bytes(), b"] ", &line, b"\n"].concat(),
-                                );
-                            }
-                        }
-                    }
+        // All the lines of one read in one report.
+        let on_lines = move |lines: &[&[u8]]| {
+            let mut parts = vec![addr.as_bytes(), rank.as_bytes(), which.as_bytes()];
+            parts.extend_from_slice(lines);
+            if rt.report(&controller, LOG, &parts).is_err() {
+                // Controller gone: keep draining so the proc never blocks
+                // on a full pipe.
+                use std::io::Write;
+                let mut text = Vec::new();
+                for line in lines {
+                    text.extend_from_slice(
+                        &[b"[rank ", rank.as_bytes(), b"] ", line, b"\n"].concat(),
+                    );
                 }
-            });
+                let _ = std::io::stderr().write_all(&text);
+            }
+        };
+        if let Err(e) = monarch_core::background::for_each_line(pipe.into(), on_lines, || {}) {
+            tracing::warn!(error = %e, "proc output is not forwarded");
+        }
     }
 
     fn kill(&self, parts: &[Vec<u8>]) {

@@ -11,7 +11,8 @@
 //!   [`EXIT`] `[addr, how, EXIT_CODE|EXIT_SIGNAL, n]`,
 //!   [`HUNG`] `[addr, how]` (the proc stopped answering the agent's
 //!   heartbeats; the controller fails it and asks the agent to kill it),
-//!   [`LOG`] `[addr, rank, LOG_STDOUT|LOG_STDERR, line]`.
+//!   [`LOG`] `[addr, rank, LOG_STDOUT|LOG_STDERR, line, line...]` (one or
+//!   more lines, in order).
 
 /// The built-in actor of a host agent.
 pub const AGENT_ACTOR: &str = "__monarch_host__";

@@ -34,6 +34,7 @@
 pub mod agent_protocol;
 pub mod allocator;
 pub mod auth;
+pub mod background;
 pub mod completion;
 mod conn;
 pub mod debug_protocol;

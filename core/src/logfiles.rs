@@ -81,8 +81,8 @@ fn files() -> &'static Mutex<HashMap<String, Option<File>>> {
     F.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Append a line of proc `name`'s output (without colour codes) to its file.
-pub(crate) fn keep(name: &str, stderr: bool, line: &[u8]) {
+/// Append lines of proc `name`'s output (without colour codes) to its file.
+pub(crate) fn keep(name: &str, stderr: bool, lines: &[&[u8]]) {
     let Some(dir) = dir() else { return };
     let mut open = files().lock();
     let file = open.entry(name.to_string()).or_insert_with(|| {
@@ -93,12 +93,14 @@ pub(crate) fn keep(name: &str, stderr: bool, line: &[u8]) {
             .ok()
     });
     let Some(f) = file else { return };
-    let mut buf = Vec::with_capacity(line.len() + 10);
-    if stderr {
-        buf.extend_from_slice(b"[stderr] ");
+    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 10).sum());
+    for line in lines {
+        if stderr {
+            buf.extend_from_slice(b"[stderr] ");
+        }
+        buf.extend_from_slice(&crate::logs::strip_colour(line));
+        buf.push(b'\n');
     }
-    buf.extend_from_slice(line);
-    buf.push(b'\n');
     let _ = f.write_all(&buf);
 }
 

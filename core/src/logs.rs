@@ -1,9 +1,9 @@
 //! Proc output streamed back to the controller.
 //!
 //! Host agents capture the stdout and stderr of every proc they start and
-//! send them, line by line, to the controller, which prints each line to
-//! its own stdout or stderr with the proc's rank as prefix
-//! (`[rank 3] text`). Local procs' output is captured the same way (pipes
+//! send them to the controller (the lines of one read in one report),
+//! which prints each line to its own stdout or stderr with the proc's
+//! rank as prefix (`[rank 3] text`). Local procs' output is captured the same way (pipes
 //! read by the controller) unless `MONARCH_PROC_OUTPUT=inherit`, which
 //! lets them write to the controller's stdout/stderr directly. With an
 //! aggregation window, lines arriving within the window that differ only in
@@ -105,27 +105,31 @@ fn is_terminal(stderr: bool) -> bool {
     }
 }
 
-/// Print `prefix line`: the prefix dimmed and the line as the proc wrote
-/// it on a terminal, both without colour codes otherwise.
-fn print(stderr: bool, prefix: &str, line: &[u8]) {
+/// Print `prefix line` for each line, with one write: the prefix dimmed
+/// and the line as the proc wrote it on a terminal, both without colour
+/// codes otherwise.
+fn print(stderr: bool, prefix: &str, lines: &[&[u8]]) {
     let tty = is_terminal(stderr);
     crate::progress::clear_line();
-    let line = if tty {
-        std::borrow::Cow::Borrowed(line)
-    } else {
-        strip_colour(line)
-    };
-    let mut buf = Vec::with_capacity(prefix.len() + line.len() + 12);
-    if tty {
-        buf.extend_from_slice(b"\x1b[2m");
-        buf.extend_from_slice(prefix.as_bytes());
-        buf.extend_from_slice(b"\x1b[0m");
-    } else {
-        buf.extend_from_slice(prefix.as_bytes());
+    let size: usize = lines.iter().map(|l| prefix.len() + l.len() + 12).sum();
+    let mut buf = Vec::with_capacity(size);
+    for line in lines {
+        let line = if tty {
+            std::borrow::Cow::Borrowed(*line)
+        } else {
+            strip_colour(line)
+        };
+        if tty {
+            buf.extend_from_slice(b"\x1b[2m");
+            buf.extend_from_slice(prefix.as_bytes());
+            buf.extend_from_slice(b"\x1b[0m");
+        } else {
+            buf.extend_from_slice(prefix.as_bytes());
+        }
+        buf.push(b' ');
+        buf.extend_from_slice(&line);
+        buf.push(b'\n');
     }
-    buf.push(b' ');
-    buf.extend_from_slice(&line);
-    buf.push(b'\n');
     if stderr {
         let _ = std::io::stderr().lock().write_all(&buf);
     } else {
@@ -214,19 +218,37 @@ pub fn rank_ranges(ranks: &[u64]) -> String {
     parts.join(",")
 }
 
-/// One line of output of the proc at `rank` (without its newline), whose
-/// log file is named after `proc`.
-pub(crate) fn emit(proc: &str, rank: Option<u64>, stderr: bool, line: &[u8]) {
-    crate::logfiles::keep(proc, stderr, &strip_colour(line));
+/// Lines of output of the proc at `rank` (without their newlines), in
+/// order, whose log file is named after `proc`: written to the file and
+/// printed (when not aggregated) with one system call each.
+pub(crate) fn emit_lines(proc: &str, rank: Option<u64>, stderr: bool, lines: &[&[u8]]) {
+    crate::logfiles::keep(proc, stderr, lines);
     let mut s = state().lock();
     if !s.stream {
         return;
     }
     let Some(window) = s.window else {
         drop(s);
-        print(stderr, &prefix(rank), line);
+        print(stderr, &prefix(rank), lines);
         return;
     };
+    for line in lines {
+        aggregate(&mut s, rank, stderr, line);
+    }
+    if !s.flusher {
+        s.flusher = true;
+        let _ = std::thread::Builder::new()
+            .name("monarch-logs".into())
+            .spawn(move || {
+                std::thread::sleep(window);
+                state().lock().flusher = false;
+                flush();
+            });
+    }
+}
+
+/// Count `line` in its group of the current window.
+fn aggregate(s: &mut State, rank: Option<u64>, stderr: bool, line: &[u8]) {
     let key = (stderr, template(line));
     match s.index.get(&key) {
         Some(&i) => {
@@ -249,16 +271,6 @@ pub(crate) fn emit(proc: &str, rank: Option<u64>, stderr: bool, line: &[u8]) {
             });
         }
     }
-    if !s.flusher {
-        s.flusher = true;
-        let _ = std::thread::Builder::new()
-            .name("monarch-logs".into())
-            .spawn(move || {
-                std::thread::sleep(window);
-                state().lock().flusher = false;
-                flush();
-            });
-    }
 }
 
 /// Print every line held for aggregation now.
@@ -278,22 +290,22 @@ pub fn flush() {
             print(
                 g.stderr,
                 &format!("[{} similar lines{who}]", g.count),
-                &g.first,
+                &[&g.first],
             );
         } else {
-            print(g.stderr, &prefix(g.ranks.first().copied()), &g.first);
+            print(g.stderr, &prefix(g.ranks.first().copied()), &[&g.first]);
         }
     }
 }
 
-/// Whether local procs' output is piped through [`emit`] (the default) or
+/// Whether local procs' output is piped through [`emit_lines`] (the default) or
 /// inherited (`MONARCH_PROC_OUTPUT=inherit`).
 pub(crate) fn capture_local() -> bool {
     std::env::var("MONARCH_PROC_OUTPUT").map_or(true, |v| v != "inherit")
 }
 
 /// Read the stdout and stderr of the local proc at `addr` line by line
-/// into [`emit`].
+/// into [`emit_lines`], on the tokio thread ([`crate::background`]).
 pub(crate) fn forward_local(
     out: std::process::ChildStdout,
     err: std::process::ChildStderr,
@@ -301,43 +313,30 @@ pub(crate) fn forward_local(
     addr: &str,
 ) {
     let name = crate::logfiles::local_name(addr);
-    fn pump(pipe: impl std::io::Read + Send + 'static, rank: u64, stderr: bool, name: String) {
-        // Counted from here; dropped with the closure if the thread does
-        // not start.
+    fn pump(pipe: std::os::fd::OwnedFd, rank: u64, stderr: bool, name: String) {
+        // Counted from here; dropped with the closure if it never runs.
         let running = PumpRunning::start();
-        let _ = std::thread::Builder::new()
-            .name("monarch-output".into())
-            .spawn(move || {
-                let _running = running;
-                use std::io::BufRead;
-                let mut r = std::io::BufReader::new(pipe);
-                let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    match r.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {
-                            if line.last() == Some(&b'\n') {
-                                line.pop();
-                            }
-                            emit(&name, Some(rank), stderr, &line);
-                        }
-                    }
-                }
-            });
+        let r = crate::background::for_each_line(
+            pipe,
+            move |lines| emit_lines(&name, Some(rank), stderr, lines),
+            move || drop(running),
+        );
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "proc output is not forwarded");
+        }
     }
-    pump(out, rank, false, name.clone());
-    pump(err, rank, true, name);
+    pump(out.into(), rank, false, name.clone());
+    pump(err.into(), rank, true, name);
 }
 
-/// How many threads read local procs' output, and the condition signalled
-/// when one ends.
+/// How many local procs' output pipes are being read, and the condition
+/// signalled when one ends.
 fn pumps() -> &'static (Mutex<usize>, parking_lot::Condvar) {
     static P: OnceLock<(Mutex<usize>, parking_lot::Condvar)> = OnceLock::new();
     P.get_or_init(|| (Mutex::new(0), parking_lot::Condvar::new()))
 }
 
-/// Held by a thread reading a proc's output: its end is counted.
+/// Held while a proc's output pipe is read: its end is counted.
 struct PumpRunning;
 
 impl PumpRunning {

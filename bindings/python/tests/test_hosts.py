@@ -111,6 +111,44 @@ def test_logs_come_back_with_rank_prefix_and_aggregate(agents, capfd):
         pm.stop().get(timeout=60)
 
 
+def _threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+def _wait_for_lines(capfd, lines):
+    deadline = time.time() + 60
+    out = ""
+    while not all(line in out for line in lines) and time.time() < deadline:
+        time.sleep(0.05)
+        out += capfd.readouterr().out
+    return out
+
+
+def test_an_agent_reads_its_procs_output_without_a_thread_per_proc(agents, capfd):
+    # The agent reads every proc's stdout and stderr on one thread: eight
+    # more procs, each printing, cost it no thread per pipe (16).
+    hosts = HostMesh.attach([a.addr for a in agents]).slice(hosts=0)
+    pid = agents[0].p.pid
+    first = hosts.spawn_procs(per_host={"gpus": 1})
+    more = None
+    try:
+        first.spawn("probe", HostProbe).say.call("first proc speaks").get(timeout=60)
+        assert "first proc speaks" in _wait_for_lines(capfd, ["first proc speaks"])
+        before = _threads(pid)
+        more = hosts.spawn_procs(per_host={"gpus": 8})
+        am = more.spawn("probe", HostProbe)
+        for rank in range(8):
+            am.slice(gpus=rank).say.call_one(f"line of proc {rank}").get(timeout=60)
+        out = _wait_for_lines(capfd, [f"line of proc {r}" for r in range(8)])
+        assert all(f"[rank {r}] line of proc {r}" in out for r in range(8)), out
+        assert _threads(pid) - before < 8, (before, _threads(pid))
+    finally:
+        first.stop().get(timeout=60)
+        if more is not None:
+            more.stop().get(timeout=60)
+
+
 def test_losing_an_agent_fails_only_its_ranks(agents, monkeypatch):
     import monarch.actor
 

@@ -21,7 +21,6 @@
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -289,8 +288,8 @@ impl SlurmAgents {
         let stdout = child.stdout.take().expect("piped stdout");
         let stderr = child.stderr.take().expect("piped stderr");
         let pid = child.id();
-        spawn_reader(stdout, shared.clone(), false, pid)?;
-        spawn_reader(stderr, shared.clone(), true, pid)?;
+        spawn_reader(stdout.into(), shared.clone(), false)?;
+        spawn_reader(stderr.into(), shared.clone(), true)?;
         let agents = SlurmAgents {
             addrs: Vec::new(),
             child: Mutex::new(Some(child)),
@@ -615,50 +614,35 @@ fn describe_status(status: Option<ExitStatus>) -> String {
     }
 }
 
-fn spawn_reader(
-    pipe: impl Read + Send + 'static,
-    shared: Arc<Shared>,
-    is_stderr: bool,
-    pid: u32,
-) -> Result<()> {
-    std::thread::Builder::new()
-        .name(format!(
-            "monarch-srun-{}-{pid}",
-            if is_stderr { "err" } else { "out" }
-        ))
-        .spawn(move || {
-            let mut reader = BufReader::new(pipe);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end_matches(['\n', '\r']).to_string();
-                let mut seen = shared.seen.lock();
-                let keep = if is_stderr {
-                    tracing::debug!("{line}");
-                    on_srun_line(&mut seen, &line)
-                } else {
-                    tracing::info!("agent {line}");
-                    on_task_line(&mut seen, &line);
-                    true
-                };
-                if keep {
-                    seen.push_tail(line);
-                }
-                drop(seen);
-                shared.changed.notify_all();
+/// Follow one of srun's output pipes on the tokio thread
+/// ([`crate::background`]).
+fn spawn_reader(pipe: std::os::fd::OwnedFd, shared: Arc<Shared>, is_stderr: bool) -> Result<()> {
+    let at_end = shared.clone();
+    let on_lines = move |lines: &[&[u8]]| {
+        let mut seen = shared.seen.lock();
+        for buf in lines {
+            let line = String::from_utf8_lossy(buf);
+            let line = line.trim_end_matches('\r').to_string();
+            let keep = if is_stderr {
+                tracing::debug!("{line}");
+                on_srun_line(&mut seen, &line)
+            } else {
+                tracing::info!("agent {line}");
+                on_task_line(&mut seen, &line);
+                true
+            };
+            if keep {
+                seen.push_tail(line);
             }
-            let mut seen = shared.seen.lock();
-            seen.eof += 1;
-            drop(seen);
-            shared.changed.notify_all();
-        })
-        .map_err(|e| Error::io("slurm: cannot start an output reader thread", e))?;
-    Ok(())
+        }
+        drop(seen);
+        shared.changed.notify_all();
+    };
+    let on_end = move || {
+        at_end.seen.lock().eof += 1;
+        at_end.changed.notify_all();
+    };
+    crate::background::for_each_line(pipe, on_lines, on_end)
 }
 
 /// A line of the tasks' stdout, `<task>: <text>` (srun --label).

@@ -153,9 +153,9 @@ impl RemoteProcs {
                 let stderr = parts
                     .get(2)
                     .is_some_and(|s| s.as_slice() == LOG_STDERR.as_bytes());
-                let line = parts.get(3).map(|l| l.as_slice()).unwrap_or_default();
+                let lines: Vec<&[u8]> = parts.iter().skip(3).map(|l| l.as_slice()).collect();
                 let name = text(0);
-                crate::logs::emit(&name, rank, stderr, line);
+                crate::logs::emit_lines(&name, rank, stderr, &lines);
                 None
             }
             other => {

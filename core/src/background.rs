@@ -1,0 +1,205 @@
+//! The process's tokio thread, for work that waits on many descriptors and
+//! is off the latency path: reading procs' output pipes (in a controller
+//! and in a host agent) and srun's output (the SLURM allocator).
+//!
+//! One current-thread runtime on one thread, `monarch-tokio`, started on
+//! first use and kept for the life of the process: a pipe costs a task,
+//! not a thread (a thread per pipe cost two per proc; A/B in
+//! docs/architecture.md, "tokio"). Nothing that a caller waits on runs
+//! here: the latency path never hands off to this thread.
+
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::sync::OnceLock;
+
+use tokio::io::AsyncReadExt;
+use tokio::runtime::Handle;
+
+use crate::error::{Error, ErrorKind, Result};
+
+fn handle() -> Result<&'static Handle> {
+    static H: OnceLock<std::result::Result<Handle, String>> = OnceLock::new();
+    H.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(|e| format!("cannot build the tokio runtime: {e}"))?;
+        let handle = rt.handle().clone();
+        std::thread::Builder::new()
+            .name("monarch-tokio".into())
+            .spawn(move || rt.block_on(std::future::pending::<()>()))
+            .map_err(|e| format!("cannot start the monarch-tokio thread: {e}"))?;
+        Ok(handle)
+    })
+    .as_ref()
+    .map_err(|msg| Error::new(ErrorKind::Internal, msg.clone()))
+}
+
+/// Run `fut` on the tokio thread.
+pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+    handle()?.spawn(fut);
+    Ok(())
+}
+
+/// Read the pipe `fd` on the tokio thread and hand its lines on in
+/// batches: `on_lines` gets every complete line of one read (up to
+/// [`MAX_BATCH`]), each without its newline (the last line of the pipe
+/// also when it has none); then `on_end` runs once, at end of file or on a
+/// read error. Batches let a consumer write many lines with one system
+/// call. `on_lines` runs on the tokio thread: while it blocks, no other
+/// pipe is read.
+pub fn for_each_line(
+    fd: OwnedFd,
+    mut on_lines: impl FnMut(&[&[u8]]) + Send + 'static,
+    on_end: impl FnOnce() + Send + 'static,
+) -> Result<()> {
+    spawn(async move {
+        // Registered with the reactor from inside the runtime.
+        match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+            Ok(mut pipe) => {
+                // Bytes read and not handed on yet: the start of a line.
+                let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
+                loop {
+                    buf.reserve(READ_SIZE);
+                    let had = buf.len();
+                    match pipe.read_buf(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    // Only the new bytes can end a line.
+                    let Some(end) = buf[had..].iter().rposition(|&b| b == b'\n') else {
+                        continue;
+                    };
+                    let end = had + end;
+                    let mut lines: Vec<&[u8]> = Vec::new();
+                    for line in buf[..end].split(|&b| b == b'\n') {
+                        lines.push(line);
+                        if lines.len() == MAX_BATCH {
+                            on_lines(&lines);
+                            lines.clear();
+                        }
+                    }
+                    if !lines.is_empty() {
+                        on_lines(&lines);
+                    }
+                    drop(lines);
+                    buf.drain(..=end);
+                }
+                if !buf.is_empty() {
+                    on_lines(&[&buf]);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot watch an output pipe"),
+        }
+        on_end();
+    })
+}
+
+/// How much is read from a pipe at once.
+const READ_SIZE: usize = 64 * 1024;
+
+/// Most lines handed on at once.
+pub const MAX_BATCH: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::mpsc;
+
+    #[test]
+    fn lines_of_many_pipes_are_read_by_one_thread() {
+        let (tx, rx) = mpsc::channel();
+        let mut writers = Vec::new();
+        for i in 0..50 {
+            let (r, w) = std::io::pipe().unwrap();
+            let (tx, done) = (tx.clone(), tx.clone());
+            for_each_line(
+                r.into(),
+                move |lines| {
+                    let name = std::thread::current().name().map(str::to_string);
+                    for l in lines {
+                        tx.send((i, Some(l.to_vec()), name.clone())).unwrap()
+                    }
+                },
+                move || done.send((i, None, None)).unwrap(),
+            )
+            .unwrap();
+            writers.push(w);
+        }
+        for (i, w) in writers.iter_mut().enumerate() {
+            write!(w, "a{i}\nb{i}").unwrap();
+        }
+        drop(writers);
+        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 50];
+        let mut ended = 0;
+        while ended < 50 {
+            match rx.recv().unwrap() {
+                (i, Some(line), name) => {
+                    assert_eq!(name.as_deref(), Some("monarch-tokio"));
+                    got[i].push(line);
+                }
+                (_, None, _) => ended += 1,
+            }
+        }
+        for (i, lines) in got.iter().enumerate() {
+            // In order, the last one without its newline.
+            assert_eq!(
+                lines,
+                &[format!("a{i}").into_bytes(), format!("b{i}").into_bytes()]
+            );
+        }
+    }
+
+    #[test]
+    fn long_runs_of_lines_come_in_order_in_bounded_batches() {
+        let (tx, rx) = mpsc::channel();
+        let (r, mut w) = std::io::pipe().unwrap();
+        let done = tx.clone();
+        for_each_line(
+            r.into(),
+            move |lines| {
+                assert!(!lines.is_empty() && lines.len() <= MAX_BATCH);
+                tx.send(Some(lines.iter().map(|l| l.to_vec()).collect::<Vec<_>>()))
+                    .unwrap()
+            },
+            move || done.send(None).unwrap(),
+        )
+        .unwrap();
+        let text: String = (0..3000).map(|i| format!("{i}\n")).collect();
+        w.write_all(text.as_bytes()).unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        while let Some(batch) = rx.recv().unwrap() {
+            got.extend(batch);
+        }
+        let want: Vec<Vec<u8>> = (0..3000).map(|i| i.to_string().into_bytes()).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_read_comes_whole() {
+        let (tx, rx) = mpsc::channel();
+        let (r, mut w) = std::io::pipe().unwrap();
+        let done = tx.clone();
+        for_each_line(
+            r.into(),
+            move |lines| {
+                for l in lines {
+                    tx.send(Some(l.to_vec())).unwrap()
+                }
+            },
+            move || done.send(None).unwrap(),
+        )
+        .unwrap();
+        let long = vec![b'x'; 5 * READ_SIZE + 7];
+        w.write_all(&long).unwrap();
+        w.write_all(b"\nshort\n").unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        while let Some(line) = rx.recv().unwrap() {
+            got.push(line);
+        }
+        assert_eq!(got, vec![long, b"short".to_vec()]);
+    }
+}
