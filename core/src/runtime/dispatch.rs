@@ -531,6 +531,18 @@ impl Inner {
             down.reply_to = self.id.addr.clone();
             down.reply_port = *id;
         }
+        // Below us the call is known by the relay port: the trace links
+        // the two ids here.
+        let _forward = tracing::info_span!(
+            "forward",
+            kind = ?env.kind,
+            actor = %env.actor,
+            method = %env.method,
+            msg = env.reply_port,
+            relay = down.reply_port,
+            hops = routes.hops.len(),
+        )
+        .entered();
         for m in &routes.lost {
             let why = format!(
                 "proc {} was lost before this cast reached it",
