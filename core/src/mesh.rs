@@ -296,17 +296,22 @@ pub struct ActorMesh {
     /// the way the addresses of its subtree, and our later casts, on the
     /// same FIFO paths, may carry the view alone. 0: casts carry node lists.
     table: u64,
+    /// Whether this process is one of the procs (its casts route around
+    /// it, see `send_all`); worked out once, not per cast.
+    in_procs: bool,
 }
 
 impl ActorMesh {
     fn new(rt: Runtime, r: ActorMeshRef) -> ActorMesh {
         let shape_bytes = encode_shape(&r.shape).into();
+        let in_procs = r.procs.iter().any(|p| p == rt.addr());
         ActorMesh {
             rt,
             r: Arc::new(r),
             shape_bytes,
             next_choice: Arc::new(AtomicUsize::new(0)),
             table: 0,
+            in_procs,
         }
     }
 
@@ -462,7 +467,7 @@ impl ActorMesh {
         // peer relaying our own cast to us would be refused, see
         // `runtime::trust`).
         let me = self.rt.addr();
-        let in_mesh = !direct && procs.iter().any(|p| p == me);
+        let in_mesh = !direct && self.in_procs;
         // A mesh we spawned, no proc lost: the frames carry the view, and
         // we only work out our first hops (O(K · depth)).
         let view_hops = match &view {
