@@ -492,7 +492,7 @@ impl ActorMesh {
                     rank,
                     slot: slot as u64,
                 });
-                let lost = |r: usize| procs[r] == me || self.rt.is_lost(&procs[r]);
+                let lost = |r: usize| (in_mesh && procs[r] == me) || self.rt.is_lost(&procs[r]);
                 multicast::route(None, k, members, &lost, false)
             }
         });
