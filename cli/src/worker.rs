@@ -7,7 +7,9 @@
 //! keyed by the actor key the runtime gives each event), and hands each
 //! plugin actor's events to that actor's own thread
 //! ([`crate::actor_threads`]). Built-in actors are test and benchmark
-//! fixtures that call nobody, so they skip the hand-off.
+//! fixtures that do not wait on anyone, so they skip the hand-off (the one
+//! that casts, `echo.cast_rank`, waits for the replies on a thread of its
+//! own).
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -119,6 +121,53 @@ fn handle(actor: &mut Actor, method: &str, ev: &Event) -> Reply {
     }
 }
 
+/// `echo.cast_rank(mesh reference)`: call `rank` on every point of that
+/// actor mesh (which may hold this proc: a proc casting to its own mesh)
+/// and answer with the replies, one i64 per point, in one part. The
+/// replies are awaited on a thread of its own, so that this proc goes on
+/// serving its events (its own point of the cast among them).
+fn cast_rank(rt: &Runtime, mut ev: Event) {
+    let mesh = ev
+        .parts
+        .first()
+        .ok_or_else(|| "cast_rank takes an actor mesh reference".to_string())
+        .and_then(|r| monarch_core::ActorMesh::from_ref(rt, r).map_err(|e| e.to_string()));
+    let fut = mesh.and_then(|m| {
+        m.call("rank", &[], monarch_core::CallMode::All)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "a gathered call gives a future".to_string())
+    });
+    let fut = match fut {
+        Ok(f) => f,
+        Err(e) => return answer(&mut ev, Err(e)),
+    };
+    let spawned = std::thread::Builder::new()
+        .name("monarch-cast-rank".into())
+        .spawn(move || {
+            let r = if !fut.wait(Some(std::time::Duration::from_secs(60))) {
+                Err("cast_rank: no complete answer within 60 s".to_string())
+            } else {
+                match fut.take() {
+                    Some(Ok(vm)) => vm
+                        .values
+                        .iter()
+                        .map(|v| match v {
+                            monarch_core::PointValue::Ok(p) if p.len() == 1 => Ok(p[0].clone()),
+                            other => Err(format!("cast_rank: a point answered {other:?}")),
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(|v| vec![v.concat()]),
+                    Some(Err(e)) => Err(e.to_string()),
+                    None => Err("cast_rank: the answer was taken".to_string()),
+                }
+            };
+            answer(&mut ev, r);
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start a cast_rank thread");
+    }
+}
+
 /// Serve the proc's events until it is told to stop (None), or until this
 /// thread must serve the proc's first plugin actor instead (see
 /// [`Handover`]).
@@ -180,6 +229,10 @@ fn serve_events(
                         (rt.cast_views_received() as i64).to_le_bytes().to_vec(),
                         (rt.cast_tables_known() as i64).to_le_bytes().to_vec(),
                     ]),
+                    Some(Actor::Echo) if ev.method == "cast_rank" => {
+                        cast_rank(rt, ev);
+                        continue;
+                    }
                     Some(a) => {
                         let method = ev.method.clone();
                         handle(a, &method, &ev)

@@ -206,3 +206,43 @@ fn casts_to_a_mesh_we_spawned_carry_the_view_down_the_tree() {
     assert_eq!(got, want);
     let _ = wait(&pm.stop());
 }
+
+#[test]
+fn every_proc_casting_to_its_own_mesh_gets_every_reply() {
+    // Each sender is a point of the mesh it casts to, and (but for 0 and
+    // 1) below other procs of it in the tree: the cast must not come
+    // back to it through them, and its subtree must still be reached.
+    init();
+    let c = Controller {
+        rt: Runtime::new().expect("controller runtime"),
+    };
+    let pm = ProcMesh::spawn(
+        &c.rt,
+        Shape::new(&[("gpus", 8)]).unwrap(),
+        &worker_argv(),
+        &[],
+    )
+    .unwrap();
+    let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
+    assert!(wait(&ready).values.iter().all(|v| !v.is_err()));
+    let me = am.to_ref();
+    let ranks: Vec<u8> = (0..8i64).flat_map(|r| r.to_le_bytes()).collect();
+    for _ in 0..3 {
+        let vm = call(&am, "cast_rank", &[&me]);
+        for (r, v) in vm.values.iter().enumerate() {
+            match v {
+                monarch_core::PointValue::Ok(p) => {
+                    assert_eq!(
+                        p,
+                        std::slice::from_ref(&ranks),
+                        "proc {r} got other replies"
+                    )
+                }
+                e => panic!("proc {r} casting to its own mesh: {e:?}"),
+            }
+        }
+    }
+    // Nothing is left waiting in the forwarders.
+    assert_eq!(relays(&am, &(0..8).collect::<Vec<_>>()), vec![0; 8]);
+    let _ = wait(&pm.stop());
+}

@@ -296,17 +296,22 @@ pub struct ActorMesh {
     /// the way the addresses of its subtree, and our later casts, on the
     /// same FIFO paths, may carry the view alone. 0: casts carry node lists.
     table: u64,
+    /// Whether this process is one of the procs (its casts route around
+    /// it, see `send_all`); worked out once, not per cast.
+    in_procs: bool,
 }
 
 impl ActorMesh {
     fn new(rt: Runtime, r: ActorMeshRef) -> ActorMesh {
         let shape_bytes = encode_shape(&r.shape).into();
+        let in_procs = r.procs.iter().any(|p| p == rt.addr());
         ActorMesh {
             rt,
             r: Arc::new(r),
             shape_bytes,
             next_choice: Arc::new(AtomicUsize::new(0)),
             table: 0,
+            in_procs,
         }
     }
 
@@ -457,11 +462,20 @@ impl ActorMesh {
         } else {
             self.rt.lost_procs()
         };
+        // A cast to a mesh we are a proc of: our own points are delivered
+        // here, and the tree routes around us like around a lost proc (a
+        // peer relaying our own cast to us would be refused, see
+        // `runtime::trust`).
+        let me = self.rt.addr();
+        let in_mesh = !direct && self.in_procs;
         // A mesh we spawned, no proc lost: the frames carry the view, and
         // we only work out our first hops (O(K · depth)).
         let view_hops = match &view {
             Some(v)
-                if self.table != 0 && lost_before.is_empty() && env.kind != Kind::SpawnActor =>
+                if self.table != 0
+                    && lost_before.is_empty()
+                    && !in_mesh
+                    && env.kind != Kind::SpawnActor =>
             {
                 Some(multicast::view_hops(None, k, procs.len(), v, &|_| false).hops)
             }
@@ -469,7 +483,7 @@ impl ActorMesh {
         };
         let routes = (!direct && view_hops.is_none()).then(|| match &view {
             // No proc lost: the node lists straight from the view's subtrees.
-            Some(v) if lost_before.is_empty() => multicast::Routes {
+            Some(v) if lost_before.is_empty() && !in_mesh => multicast::Routes {
                 hops: multicast::view_node_lists(k, procs.len(), v),
                 ..Default::default()
             },
@@ -478,7 +492,8 @@ impl ActorMesh {
                     rank,
                     slot: slot as u64,
                 });
-                multicast::route(None, k, members, &|r| self.rt.is_lost(&procs[r]), false)
+                let lost = |r: usize| (in_mesh && procs[r] == me) || self.rt.is_lost(&procs[r]);
+                multicast::route(None, k, members, &lost, false)
             }
         });
         let relays_view = view_hops.as_ref().and(view.clone());
@@ -495,13 +510,16 @@ impl ActorMesh {
                         .map(|(i, _)| i)
                         .collect()
                 };
-                Some(Arc::new(LazyRelays::new(
-                    view,
-                    k,
-                    procs.len(),
-                    lost_before,
-                    Box::new(ranks_of),
-                )))
+                let here = bases
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &b)| in_mesh && procs[b] == me)
+                    .map(|(slot, _)| slot as u64)
+                    .collect();
+                Some(Arc::new(
+                    LazyRelays::new(view, k, procs.len(), lost_before, Box::new(ranks_of))
+                        .delivered_here(here),
+                ))
             }
             _ => None,
         };
@@ -571,11 +589,21 @@ impl ActorMesh {
                 }
             }
             Some(routes) => {
+                let addr_of = |r: usize| procs[r].clone();
                 for m in &routes.lost {
+                    if procs[m.rank] == me {
+                        // Our own point (a one-point cast, as a forwarder
+                        // would have sent it).
+                        let mut e = env.clone();
+                        set_cast_fields(&mut e, &[*m], &addr_of, k);
+                        if let Err(err) = self.rt.send_batched(me, &e, parts) {
+                            failed(m.slot, err);
+                        }
+                        continue;
+                    }
                     let why = format!("proc {} was lost", procs[m.rank]);
                     failed(m.slot, Error::new(ErrorKind::ProcFailed, why));
                 }
-                let addr_of = |r: usize| procs[r].clone();
                 // Procs we started may still be starting: the forwarding
                 // procs can only connect to them once they listen.
                 self.rt

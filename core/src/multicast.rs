@@ -24,6 +24,12 @@
 //! [`Routes::relays`]); a forwarding node that cannot reach a child answers
 //! the child's points with an error itself.
 //!
+//! A sender that is itself a proc of the mesh (a worker casting to its own
+//! mesh) delivers its own points in-process, and every node routes around
+//! it as around a lost node (the sender's address is in every cast): a
+//! peer never relays a proc its own cast, which it would refuse (no peer
+//! may name a proc as the sender to that proc, `runtime::trust`).
+//!
 //! Replies: a gather's replies travel back **up** the tree: each forwarding
 //! proc collects its subtree's replies (its own actor's included) and sends
 //! them to its parent in one batch (`runtime/cast.rs`, `local.rs`), so the
@@ -192,6 +198,9 @@ pub struct LazyRelays {
     lost_before: Vec<String>,
     /// The base ranks of a proc address.
     ranks_of: RanksOf,
+    /// Slots the sender delivered itself (its own points: the tree routes
+    /// around the sender), never through a forwarder.
+    delivered_here: Vec<u64>,
 }
 
 impl LazyRelays {
@@ -208,7 +217,14 @@ impl LazyRelays {
             n,
             lost_before,
             ranks_of,
+            delivered_here: Vec::new(),
         }
+    }
+
+    /// The same, for a cast whose sender delivered `slots` itself.
+    pub fn delivered_here(mut self, slots: Vec<u64>) -> LazyRelays {
+        self.delivered_here = slots;
+        self
     }
 
     /// The slots whose path went through proc `peer` (its own point not
@@ -223,7 +239,10 @@ impl LazyRelays {
                 continue;
             }
             let own = self.view.slot_of(r);
-            out.extend(subtree_slots(r, self.k, self.n, &self.view).filter(|&s| Some(s) != own));
+            out.extend(
+                subtree_slots(r, self.k, self.n, &self.view)
+                    .filter(|s| Some(*s) != own && !self.delivered_here.contains(s)),
+            );
         }
         out
     }

@@ -337,6 +337,45 @@ fn lazy_relays_match_the_recorded_ones() {
 }
 
 #[test]
+fn lazy_relays_leave_out_points_the_sender_delivered_itself() {
+    // A sender that is a proc of the mesh is routed around like a lost
+    // proc and delivers its own point itself: no forwarder's loss fails it.
+    for v in views() {
+        let bases: Vec<usize> = v.base_ranks().collect();
+        let n = bases.iter().max().map_or(1, |m| m + 1) + 3;
+        let idx = ViewIndex::new(&v).unwrap();
+        for k in [2, 3] {
+            for (own, &me) in bases.iter().enumerate() {
+                let is_me = |r: usize| r == me;
+                let eager = route(None, k, members(&bases), &is_me, true);
+                assert_eq!(
+                    eager.lost,
+                    [Node {
+                        rank: me,
+                        slot: own as u64
+                    }]
+                );
+                let lazy = LazyRelays::new(
+                    idx.clone(),
+                    k,
+                    n,
+                    Vec::new(),
+                    Box::new(|p: &str| vec![p.parse().unwrap()]),
+                )
+                .delivered_here(vec![own as u64]);
+                for r in (0..n).filter(|&r| r != me) {
+                    let mut want = eager.relays.get(&r).cloned().unwrap_or_default();
+                    want.sort();
+                    let mut got = lazy.slots_through(&r.to_string());
+                    got.sort();
+                    assert_eq!(got, want, "{v} k={k} me={me} r={r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn view_node_lists_are_what_route_gives() {
     for v in views() {
         let bases: Vec<usize> = v.base_ranks().collect();

@@ -474,7 +474,13 @@ impl Inner {
             .zip(&env.cast_addrs)
             .map(|(&r, a)| (r as usize, a.as_str()))
             .collect();
-        let lost = |r: usize| addrs.get(&r).is_some_and(|a| self.peers.is_lost(a));
+        // A sender that is a point of its own cast delivers to itself and
+        // is never sent its own cast back (no peer may name a proc as the
+        // sender to that proc, see `trust`): it is routed around like a
+        // lost proc, its own points left out.
+        let sender = env.sender.as_str();
+        let is_sender = |r: usize| addrs.get(&r).is_some_and(|a| *a == sender);
+        let lost = |r: usize| is_sender(r) || addrs.get(&r).is_some_and(|a| self.peers.is_lost(a));
         let members = env.cast_ranks[1..]
             .iter()
             .zip(&env.cast_slots[1..])
@@ -482,7 +488,8 @@ impl Inner {
                 rank: r as usize,
                 slot,
             });
-        let routes = route(Some(me), fanout, members, &lost, false);
+        let mut routes = route(Some(me), fanout, members, &lost, false);
+        routes.lost.retain(|m| !is_sender(m.rank));
         let part_refs: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
         let addr_of = |r: usize| addrs.get(&r).map(|a| a.to_string()).unwrap_or_default();
         // For a gather, replies of our subtree come to a relay port of ours.
@@ -524,6 +531,18 @@ impl Inner {
             down.reply_to = self.id.addr.clone();
             down.reply_port = *id;
         }
+        // Below us the call is known by the relay port: the trace links
+        // the two ids here.
+        let _forward = tracing::info_span!(
+            "forward",
+            kind = ?env.kind,
+            actor = %env.actor,
+            method = %env.method,
+            msg = env.reply_port,
+            relay = down.reply_port,
+            hops = routes.hops.len(),
+        )
+        .entered();
         for m in &routes.lost {
             let why = format!(
                 "proc {} was lost before this cast reached it",

@@ -13,7 +13,8 @@
 //!   stop of the whole proc only from its controller.
 //! - The sender a frame names (where answers go) is the connection's own
 //!   peer, except in a cast relayed by a forwarding proc; no peer speaks
-//!   for this proc itself.
+//!   for this proc itself (a proc casting to its own mesh delivers its own
+//!   points itself and the tree routes around it, see `multicast`).
 //!
 //! A refused frame is logged (at most `LOG_BURST` lines per `LOG_WINDOW`,
 //! then a count) and dropped; it never ends a connection or the proc.
