@@ -24,6 +24,22 @@ fn init() {
     });
 }
 
+/// 8 worker procs with an `echo` actor each (casts to them go down a
+/// tree of fan-out 2).
+fn echo_mesh(c: &Controller) -> (ProcMesh, ActorMesh) {
+    init();
+    let pm = ProcMesh::spawn(
+        &c.rt,
+        Shape::new(&[("gpus", 8)]).unwrap(),
+        &worker_argv(),
+        &[],
+    )
+    .unwrap();
+    let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
+    assert!(wait(&ready).values.iter().all(|v| !v.is_err()));
+    (pm, am)
+}
+
 /// Relays in flight at each listed rank (asked one rank at a time, so no
 /// query of ours is in flight at the rank that answers).
 fn relays(am: &ActorMesh, ranks: &[usize]) -> Vec<i64> {
@@ -147,19 +163,10 @@ fn on_paths(points: &[usize]) -> [bool; 8] {
 
 #[test]
 fn casts_to_a_mesh_we_spawned_carry_the_view_down_the_tree() {
-    init();
     let c = Controller {
         rt: Runtime::new().expect("controller runtime"),
     };
-    let pm = ProcMesh::spawn(
-        &c.rt,
-        Shape::new(&[("gpus", 8)]).unwrap(),
-        &worker_argv(),
-        &[],
-    )
-    .unwrap();
-    let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
-    assert!(wait(&ready).values.iter().all(|v| !v.is_err()));
+    let (pm, am) = echo_mesh(&c);
     let before = view_casts(&am);
     // The spawn's node lists left each forwarder (0, 1, 2) the addresses
     // of its subtree; leaves keep none.
@@ -212,19 +219,10 @@ fn every_proc_casting_to_its_own_mesh_gets_every_reply() {
     // Each sender is a point of the mesh it casts to, and (but for 0 and
     // 1) below other procs of it in the tree: the cast must not come
     // back to it through them, and its subtree must still be reached.
-    init();
     let c = Controller {
         rt: Runtime::new().expect("controller runtime"),
     };
-    let pm = ProcMesh::spawn(
-        &c.rt,
-        Shape::new(&[("gpus", 8)]).unwrap(),
-        &worker_argv(),
-        &[],
-    )
-    .unwrap();
-    let (am, ready) = pm.spawn_actors("echo", "echo", &[]).unwrap();
-    assert!(wait(&ready).values.iter().all(|v| !v.is_err()));
+    let (pm, am) = echo_mesh(&c);
     let me = am.to_ref();
     let ranks: Vec<u8> = (0..8i64).flat_map(|r| r.to_le_bytes()).collect();
     for _ in 0..3 {

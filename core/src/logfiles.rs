@@ -98,7 +98,7 @@ pub(crate) fn keep(name: &str, stderr: bool, lines: &[&[u8]]) {
         if stderr {
             buf.extend_from_slice(b"[stderr] ");
         }
-        buf.extend_from_slice(&crate::logs::strip_colour(line));
+        buf.extend_from_slice(&strip_colour(line));
         buf.push(b'\n');
     }
     let _ = f.write_all(&buf);
@@ -110,6 +110,31 @@ pub(crate) fn local_name(addr: &str) -> String {
     Path::new(addr)
         .file_stem()
         .map_or_else(|| addr.to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+/// `line` without its ANSI escape sequences (colours, cursor moves).
+pub fn strip_colour(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !line.contains(&0x1b) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = Vec::with_capacity(line.len());
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] == 0x1b && line.get(i + 1) == Some(&b'[') {
+            // CSI: parameters and intermediates, then one final byte.
+            i += 2;
+            while i < line.len() && !(0x40..=0x7e).contains(&line[i]) {
+                i += 1;
+            }
+            i += 1;
+        } else if line[i] == 0x1b {
+            i += 2;
+        } else {
+            out.push(line[i]);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -63,30 +63,8 @@ pub fn set_options(stream_to_client: bool, aggregate_window: Option<Duration>) {
     s.window = aggregate_window.filter(|w| !w.is_zero());
 }
 
-/// `line` without its ANSI escape sequences (colours, cursor moves).
-pub fn strip_colour(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if !line.contains(&0x1b) {
-        return std::borrow::Cow::Borrowed(line);
-    }
-    let mut out = Vec::with_capacity(line.len());
-    let mut i = 0;
-    while i < line.len() {
-        if line[i] == 0x1b && line.get(i + 1) == Some(&b'[') {
-            // CSI: parameters and intermediates, then one final byte.
-            i += 2;
-            while i < line.len() && !(0x40..=0x7e).contains(&line[i]) {
-                i += 1;
-            }
-            i += 1;
-        } else if line[i] == 0x1b {
-            i += 2;
-        } else {
-            out.push(line[i]);
-            i += 1;
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+/// `line` without its ANSI escape sequences (log files keep none).
+pub use crate::logfiles::strip_colour;
 
 /// Whether this process's stdout / stderr is a terminal (asked once).
 fn is_terminal(stderr: bool) -> bool {

@@ -149,6 +149,30 @@ def test_an_agent_reads_its_procs_output_without_a_thread_per_proc(agents, capfd
             more.stop().get(timeout=60)
 
 
+def test_local_procs_output_is_read_without_a_thread_per_proc(capfd):
+    # The controller reads its local procs' stdout and stderr on one
+    # thread: eight more procs, each printing, add no thread per pipe (16).
+    from monarch.actor import this_host
+
+    first = this_host().spawn_procs(per_host={"gpus": 1})
+    more = None
+    try:
+        first.spawn("probe", HostProbe).say.call_one("warm").get(timeout=60)
+        _wait_for_lines(capfd, ["warm"])
+        before = _threads(os.getpid())
+        more = this_host().spawn_procs(per_host={"gpus": 8})
+        am = more.spawn("probe", HostProbe)
+        for rank in range(8):
+            am.slice(gpus=rank).say.call_one(f"local line {rank}").get(timeout=60)
+        out = _wait_for_lines(capfd, [f"local line {r}" for r in range(8)])
+        assert all(f"[rank {r}] local line {r}" in out for r in range(8)), out
+        assert _threads(os.getpid()) - before < 8, (before, _threads(os.getpid()))
+    finally:
+        first.stop().get(timeout=60)
+        if more is not None:
+            more.stop().get(timeout=60)
+
+
 def test_losing_an_agent_fails_only_its_ranks(agents, monkeypatch):
     import monarch.actor
 

@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -218,38 +217,6 @@ def test_logger_current_actor_name_and_logging_option(procs, capfd):
     procs.logging_option(stream_to_client=True, aggregate_window_sec=None, level=10)
     asyncio.run(_await(procs.logging_option(stream_to_client=True, level=20)))
     assert set(logs.level.call().get(timeout=30).values()) == {20}
-
-
-def test_local_procs_output_is_read_without_a_thread_per_proc(procs, capfd):
-    # The controller reads its local procs' stdout and stderr on one
-    # thread: eight more procs, each printing, add no thread per pipe (16).
-    from actors import HostProbe
-
-    def threads():
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
-
-    def wait_for(lines):
-        deadline = time.time() + 60
-        out = ""
-        while not all(line in out for line in lines) and time.time() < deadline:
-            time.sleep(0.05)
-            out += capfd.readouterr().out
-        return out
-
-    procs.spawn("probe", HostProbe).slice(gpus=0).say.call_one("warm").get(timeout=60)
-    wait_for(["warm"])
-    before = threads()
-    more = this_host().spawn_procs(per_host={"gpus": 8})
-    try:
-        am = more.spawn("probe", HostProbe)
-        for rank in range(8):
-            am.slice(gpus=rank).say.call_one(f"local line {rank}").get(timeout=60)
-        out = wait_for([f"local line {r}" for r in range(8)])
-        assert all(f"[rank {r}] local line {r}" in out for r in range(8)), out
-        assert threads() - before < 8, (before, threads())
-    finally:
-        more.stop().get(timeout=60)
 
 
 async def _await(f):

@@ -193,11 +193,8 @@ class Borrow:
 
 
 def borrow(stream: Any, t: Any, mutable: bool) -> tuple[Any, Borrow]:
-    """``stream.borrow(t, mutable)``: ``(t on stream, its Borrow)``."""
-    from .dtensor import DTensor
-
-    if not isinstance(t, DTensor):
-        raise TypeError(f"Stream.borrow() lends a distributed tensor, not {type(t).__name__}")
+    """``stream.borrow(t, mutable)`` of the distributed tensor ``t``:
+    ``(t on stream, its Borrow)``."""
     check(f"{stream!r}.borrow()", (t,))
     lender = storage_of(t)
     if mutable and "w" not in lender.access:
@@ -207,7 +204,7 @@ def borrow(stream: Any, t: Any, mutable: bool) -> tuple[Any, Borrow]:
         )
     ctl = t._ctl
     with_meta = t._meta().detach()
-    r = DTensor(ctl, ctl.new_id(), (tuple(with_meta.shape), with_meta.stride(), with_meta.dtype, t._rg), stream.name)
+    r = type(t)(ctl, ctl.new_id(), (tuple(with_meta.shape), with_meta.stride(), with_meta.dtype, t._rg), stream.name)
     r._storage = Storage("rw" if mutable else "r")
     r._storage.tensors.add(r)
     if not mutable:

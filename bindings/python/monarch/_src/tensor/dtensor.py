@@ -130,6 +130,10 @@ class DTensor(torch.Tensor):
         size; a dim only ``mesh`` has receives copies)."""
         return to_mesh(self, mesh, stream)
 
+    def _lend_to(self, stream: Any, mutable: bool) -> tuple[Any, Any]:
+        """``stream.borrow(self, mutable)`` (see ``Stream.borrow``)."""
+        return borrow.borrow(stream, self, mutable)
+
     def drop(self) -> None:
         """Free this tensor and every view of its memory on the workers now
         (with the next batch, after the ops issued before); using any of

@@ -42,9 +42,12 @@ class Stream:
         the drop the borrowed tensor and its views are unusable, and ops
         issued on ``t``'s stream run after this stream's ops issued before
         the drop."""
-        from .borrow import borrow
-
-        return borrow(self, t, mutable)
+        # The tensor lends itself (``DTensor._lend_to``): streams exist
+        # before and without distributed tensors.
+        lend = getattr(t, "_lend_to", None)
+        if lend is None:
+            raise TypeError(f"Stream.borrow() lends a distributed tensor, not {type(t).__name__}")
+        return lend(self, mutable)
 
     def __repr__(self) -> str:
         return f"<Stream {self.name!r}>"
