@@ -47,7 +47,7 @@ wheel=${wheels[0]}
 step "the sdist holds every tracked file the build needs"
 tar tzf "$sdist" | sed "s|^libmonarch-$VERSION/||" | sort >"$WORK/sdist.lst"
 git ls-files -- Cargo.toml Cargo.lock LICENSE README.md pyproject.toml setup.py MANIFEST.in \
-    core rdma ffi cli include/monarch.h bindings/python/monarch | sort >"$WORK/needed.lst"
+    core rdma tensor ffi cli include/monarch.h bindings/python/monarch | sort >"$WORK/needed.lst"
 missing=$(comm -23 "$WORK/needed.lst" "$WORK/sdist.lst")
 [[ -z $missing ]] || fail "the sdist lacks tracked files: $missing"
 
