@@ -66,13 +66,33 @@ fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> io::R
             pacing::between_chunks();
         }
         let n = (len - done).min(chunk);
+        vm_copy(
+            pid,
+            remote + done as u64,
+            (local as usize + done) as *mut u8,
+            n,
+            write,
+        )?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// `len` bytes between `remote` in process `pid` and `local` here, as
+/// many `process_vm_readv` / `process_vm_writev` calls as the kernel
+/// needs, without pacing; the caller's `local` must be valid for `len`
+/// bytes (the kernel checks the remote range against the target's
+/// mappings).
+fn vm_copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < len {
         let l = libc::iovec {
             iov_base: (local as usize + done) as *mut libc::c_void,
-            iov_len: n,
+            iov_len: len - done,
         };
         let r = libc::iovec {
             iov_base: (remote as usize + done) as *mut libc::c_void,
-            iov_len: n,
+            iov_len: len - done,
         };
         // SAFETY: `local` is valid for `len` bytes (caller's contract); the
         // remote range is checked by the kernel against the target's
@@ -100,6 +120,17 @@ fn copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> io::R
         done += got as usize;
     }
     Ok(())
+}
+
+/// Copy `len` bytes at `remote` in process `pid` into `local` at once, in
+/// as few system calls as the kernel allows, not paced as data-plane
+/// transfers are (for callers that read small blocks right before using
+/// them, such as the tensor plane's collectives).
+///
+/// # Safety
+/// `local` must be valid for writes of `len` bytes.
+pub unsafe fn read_now(pid: u32, remote: u64, local: *mut u8, len: usize) -> io::Result<()> {
+    vm_copy(pid, remote, local, len, false)
 }
 
 /// Copy `len` bytes at `remote` in process `pid` into `local`.

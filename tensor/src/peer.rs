@@ -44,14 +44,6 @@ pub enum ReadError {
     Failed(io::Error),
 }
 
-/// Whether an error means "not permitted / not available here".
-pub fn is_refusal(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENOSYS)
-    )
-}
-
 fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     // SAFETY: a plain syscall; a non-negative result is a new fd we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
@@ -121,39 +113,13 @@ impl Peer {
         into: *mut u8,
         len: usize,
     ) -> std::result::Result<(), ReadError> {
-        let mut done = 0usize;
-        while done < len {
-            let l = libc::iovec {
-                iov_base: into.add(done) as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            let r = libc::iovec {
-                iov_base: (addr as usize + done) as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            let got = libc::process_vm_readv(self.pid as libc::pid_t, &l, 1, &r, 1, 0);
-            if got < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                if !self.alive() {
-                    return Err(ReadError::Gone);
-                }
-                if is_refusal(&e) {
-                    return Err(ReadError::Refused(e));
-                }
-                return Err(ReadError::Failed(e));
-            }
-            if got == 0 {
-                return Err(ReadError::Failed(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "process_vm_readv made no progress",
-                )));
-            }
-            done += got as usize;
+        match monarch_rdma::read_now(self.pid, addr, into, len) {
+            Ok(()) => Ok(()),
+            // Checked first: an exited peer's pid may be refused or reused.
+            Err(_) if !self.alive() => Err(ReadError::Gone),
+            Err(e) if monarch_rdma::is_unsupported(&e) => Err(ReadError::Refused(e)),
+            Err(e) => Err(ReadError::Failed(e)),
         }
-        Ok(())
     }
 
     /// [`Peer::read`] with its failures as errors.
