@@ -89,7 +89,12 @@ fn is_terminal(stderr: bool) -> bool {
 fn print(stderr: bool, prefix: &str, lines: &[&[u8]]) {
     let tty = is_terminal(stderr);
     crate::progress::clear_line();
-    let size: usize = lines.iter().map(|l| prefix.len() + l.len() + 12).sum();
+    let head = if tty {
+        format!("\x1b[2m{prefix}\x1b[0m ")
+    } else {
+        format!("{prefix} ")
+    };
+    let size: usize = lines.iter().map(|l| head.len() + l.len() + 1).sum();
     let mut buf = Vec::with_capacity(size);
     for line in lines {
         let line = if tty {
@@ -97,14 +102,7 @@ fn print(stderr: bool, prefix: &str, lines: &[&[u8]]) {
         } else {
             strip_colour(line)
         };
-        if tty {
-            buf.extend_from_slice(b"\x1b[2m");
-            buf.extend_from_slice(prefix.as_bytes());
-            buf.extend_from_slice(b"\x1b[0m");
-        } else {
-            buf.extend_from_slice(prefix.as_bytes());
-        }
-        buf.push(b' ');
+        buf.extend_from_slice(head.as_bytes());
         buf.extend_from_slice(&line);
         buf.push(b'\n');
     }
