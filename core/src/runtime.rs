@@ -548,6 +548,7 @@ impl Runtime {
                     if let Some((out, err)) = output {
                         crate::logs::forward_local(out, err, rank as u64, &addr);
                     }
+                    self.inner.forget_ended_proc(&addr);
                     self.inner.children.insert(addr.clone(), c);
                 }
                 Err(e) => {
@@ -597,6 +598,7 @@ impl Runtime {
                 child.exit.wait(Some(Duration::from_secs(10)));
             }
         }
+        self.inner.supervision.meshes_stopped(addrs);
     }
 
     /// Send one message; see [`Inner::send`].

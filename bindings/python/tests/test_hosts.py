@@ -17,13 +17,13 @@ from monarch.job import HostListJob, job_secret
 
 
 class Agent:
-    def __init__(self, secret):
+    def __init__(self, secret, listen="127.0.0.1:0"):
         # The agent's own log goes to a file that teardown prints, so that a
         # failing test shows what the agent saw (pytest's capture of the
         # fixture's setup would swallow it).
         self.log = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(
-            [monarch_binary(), "host", "--listen", "127.0.0.1:0"],
+            [monarch_binary(), "host", "--listen", listen],
             env={**os.environ, "MONARCH_JOB_TOKEN": secret, "MONARCH_LOG": os.environ.get("MONARCH_LOG", "info")},
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -234,6 +234,34 @@ def test_remote_proc_listeners_refuse_unauthenticated_clients(agents):
         assert [g[1] for g in again] == [g[1] for g in got]
     finally:
         pm.stop().get(timeout=60)
+
+
+@pytest.mark.parametrize("end", ["stopped", "killed"])
+def test_an_agent_on_a_port_a_stopped_proc_used_is_a_new_peer(agents, end):
+    """Ports are reused: a new agent listening where a proc of an earlier
+    (stopped) mesh listened is that new agent to the controller, not the
+    dead proc; and procs spawned on it are watched as new procs."""
+    hosts = HostMesh.attach([agents[0].addr])
+    pm = hosts.spawn_procs(per_host={"gpus": 1})
+    am = pm.spawn("probe", HostProbe)
+    [(_, pid, addr)] = [v for _, v in am.whoami.call().get(timeout=60).items()]
+    if end == "killed":
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(ActorError):
+            am.whoami.call().get(timeout=60)
+    pm.stop().get(timeout=60)
+    port = addr.rsplit(":", 1)[1]
+    # The proc's listener is closed once it exited; nothing else here binds
+    # to a fixed port, so the new agent gets it.
+    again = Agent(job_secret(), listen=f"127.0.0.1:{port}")
+    agents.append(again)
+    assert again.addr == f"127.0.0.1:{port}"
+    pm2 = HostMesh.attach([again.addr]).spawn_procs(per_host={"gpus": 1})
+    try:
+        am2 = pm2.spawn("probe", HostProbe)
+        assert [v[1] for _, v in am2.whoami.call().get(timeout=60).items()] != [pid]
+    finally:
+        pm2.stop().get(timeout=60)
 
 
 def test_local_proc_output_gets_rank_prefix(capfd):

@@ -58,6 +58,16 @@ impl Children {
         self.procs.lock().insert(addr, child);
     }
 
+    /// Forget child `addr` if it has exited; whether there was one.
+    pub(super) fn remove_exited(&self, addr: &str) -> bool {
+        let mut procs = self.procs.lock();
+        let exited = procs.get(addr).is_some_and(|c| c.exit.is_ready());
+        if exited {
+            procs.remove(addr);
+        }
+        exited
+    }
+
     pub(super) fn get(&self, addr: &str) -> Option<Arc<Child>> {
         self.procs.lock().get(addr).cloned()
     }

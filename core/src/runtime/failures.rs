@@ -30,6 +30,20 @@ impl Inner {
         self.lifecycle.is_shutting_down() || self.supervision.is_stopping(addr)
     }
 
+    /// A new proc or host agent answers at `addr`: if a proc that listened
+    /// there before has ended (the OS reuses ports), forget it, so that its
+    /// exit, failures and stop are not taken for the new one's.
+    pub(super) fn forget_ended_proc(&self, addr: &str) {
+        let child = self.children.remove_exited(addr);
+        let remote = self.remote.remove_ended(addr);
+        if child || remote {
+            tracing::debug!(%addr, "a new peer at an ended proc's address");
+            self.supervision.forget_proc(addr);
+            self.peers.forget_lost(&[addr.to_string()]);
+            self.heartbeat.forget(addr);
+        }
+    }
+
     /// A local child exited (the reaper thread calls this).
     pub(super) fn child_exited(&self, child: &Child, exit: &ExitInfo) {
         tracing::debug!(addr = %child.addr, %exit, "proc exited");

@@ -92,6 +92,12 @@ impl Heartbeat {
         self.lost.lock().contains(addr)
     }
 
+    /// Forget proc `addr` (a new one answers there).
+    pub(super) fn forget(&self, addr: &str) {
+        self.seen.lock().remove(addr);
+        self.lost.lock().remove(addr);
+    }
+
     /// Forget the procs for which `keep` is false.
     pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
         self.seen.lock().retain(|addr, _| keep(addr));

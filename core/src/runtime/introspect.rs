@@ -205,7 +205,13 @@ impl Runtime {
         // Every proc we started, in mesh order, then any other.
         let mut order: Vec<(String, String, u64)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for (name, procs) in &rec.proc_meshes {
+        // Live meshes first: a stopped mesh's address may be a new proc's.
+        let live_first = rec
+            .proc_meshes
+            .iter()
+            .filter(|m| !m.2)
+            .chain(rec.proc_meshes.iter().filter(|m| m.2));
+        for (name, procs, _) in live_first {
             for (rank, a) in procs.iter().enumerate() {
                 if seen.insert(a.clone()) {
                     order.push((a.clone(), name.clone(), rank as u64));
@@ -283,11 +289,15 @@ impl Runtime {
         let by_addr: HashMap<&str, &ProcInfo> =
             procs.iter().map(|p| (p.addr.as_str(), p)).collect();
         let mut meshes = Vec::new();
-        for (name, ps) in &rec.proc_meshes {
-            let state = mesh_state(
-                ps.iter()
-                    .filter_map(|a| by_addr.get(a.as_str()).map(|p| p.state)),
-            );
+        for (name, ps, stopped) in &rec.proc_meshes {
+            let state = if *stopped {
+                EntityState::Stopped
+            } else {
+                mesh_state(
+                    ps.iter()
+                        .filter_map(|a| by_addr.get(a.as_str()).map(|p| p.state)),
+                )
+            };
             meshes.push(MeshInfo {
                 name: name.clone(),
                 key: String::new(),
@@ -404,8 +414,11 @@ impl Runtime {
     /// actors (their procs keep running).
     pub fn stop_mesh(&self, name: &str) -> Result<()> {
         let rec = self.inner.supervision.records();
-        if let Some((_, procs)) = rec.proc_meshes.iter().find(|(n, _)| n == name) {
-            self.stop_procs(procs, STOP_GRACE);
+        if let Some((_, procs, stopped)) = rec.proc_meshes.iter().find(|(n, _, _)| n == name) {
+            // A stopped mesh's addresses may be new procs' by now.
+            if !stopped {
+                self.stop_procs(procs, STOP_GRACE);
+            }
             return Ok(());
         }
         if let Some((key, _, procs)) = rec.actor_meshes.iter().find(|(_, n, _)| n == name) {

@@ -61,6 +61,16 @@ impl RemoteProcs {
         );
     }
 
+    /// Forget proc `addr` if it has ended; whether there was one.
+    pub(super) fn remove_ended(&self, addr: &str) -> bool {
+        let mut procs = self.procs.lock();
+        let ended = procs.get(addr).is_some_and(|p| p.exit.is_ready());
+        if ended {
+            procs.remove(addr);
+        }
+        ended
+    }
+
     /// The procs started by the agent at `agent`.
     pub(super) fn of_agent(&self, agent: &str) -> Vec<(String, Arc<RemoteProc>)> {
         self.procs
@@ -181,6 +191,9 @@ impl Runtime {
     /// single value is the agent's answer.
     pub fn call_agent(&self, agent: &str, method: &str, parts: &[&[u8]]) -> Result<super::Future> {
         self.check_running()?;
+        // An ended proc recorded at this address was an earlier listener
+        // on the port the agent has now.
+        self.inner.forget_ended_proc(agent);
         let shape = Shape::dense(Vec::new(), Vec::new()).expect("empty shape is valid");
         let (port, fut) = self.open_gather(shape, vec![agent.to_string()], None);
         let mut env = Envelope::new(Kind::Message);
@@ -218,6 +231,7 @@ impl Runtime {
     pub(crate) fn expect_remote(&self, addr: &str, agent: &str, watch: super::StartWatch) {
         let ready: Completion<Result<()>> =
             Completion::with_pump(None, Some(self.inner.pump.clone()));
+        self.inner.forget_ended_proc(addr);
         self.inner.children.expect_ready(addr, ready, watch);
         self.inner.remote.insert(addr, agent);
         self.inner.start_heartbeat();

@@ -45,18 +45,23 @@ struct ProcMeshEntry {
     name: String,
     procs: Arc<Vec<String>>,
     owner: String,
+    /// Every proc of it was stopped on purpose: the OS may give their
+    /// ports to new procs, whose failures are not this mesh's.
+    stopped: bool,
 }
 
 struct ActorMeshEntry {
     name: String,
     procs: Vec<String>,
     owner: String,
+    /// Its procs were stopped (see `ProcMeshEntry::stopped`).
+    stopped: bool,
 }
 
 /// A copy of the records introspection reads (`Supervision::records`).
 pub(super) struct Records {
-    /// (name, procs) of each proc mesh, in spawn order.
-    pub(super) proc_meshes: Vec<(String, Arc<Vec<String>>)>,
+    /// (name, procs, stopped) of each proc mesh, in spawn order.
+    pub(super) proc_meshes: Vec<(String, Arc<Vec<String>>, bool)>,
     /// (key, name, procs) of each actor mesh.
     pub(super) actor_meshes: Vec<(String, String, Vec<String>)>,
     pub(super) failed_procs: HashMap<String, String>,
@@ -137,6 +142,7 @@ impl Supervision {
             name: name.clone(),
             procs,
             owner: Self::current_owner(),
+            stopped: false,
         });
         name
     }
@@ -149,6 +155,7 @@ impl Supervision {
                 name: name.to_string(),
                 procs: procs.to_vec(),
                 owner: Self::current_owner(),
+                stopped: false,
             },
         );
     }
@@ -200,7 +207,7 @@ impl Supervision {
         self.actor_meshes
             .lock()
             .get(key)
-            .is_some_and(|m| m.procs.iter().any(|p| p == peer))
+            .is_some_and(|m| !m.stopped && m.procs.iter().any(|p| p == peer))
     }
 
     /// How failure reports name actor `key` hosted here: its mesh's name
@@ -225,7 +232,7 @@ impl Supervision {
         self.proc_meshes
             .lock()
             .iter()
-            .filter(|m| m.owner == owner)
+            .filter(|m| m.owner == owner && !m.stopped)
             .flat_map(|m| m.procs.iter().cloned())
             .collect()
     }
@@ -275,7 +282,7 @@ impl Supervision {
                 .proc_meshes
                 .lock()
                 .iter()
-                .map(|m| (m.name.clone(), m.procs.clone()))
+                .map(|m| (m.name.clone(), m.procs.clone(), m.stopped))
                 .collect(),
             actor_meshes: self
                 .actor_meshes
@@ -292,6 +299,29 @@ impl Supervision {
     /// These procs are being stopped on purpose.
     pub(super) fn mark_stopping(&self, addrs: &[String]) {
         self.stopping.lock().extend(addrs.iter().cloned());
+    }
+
+    /// The procs `addrs` were stopped and have exited: meshes all of whose
+    /// procs are among them are over (their failures, reports and owners'
+    /// stops no longer concern those addresses).
+    pub(super) fn meshes_stopped(&self, addrs: &[String]) {
+        let gone: HashSet<&str> = addrs.iter().map(|a| a.as_str()).collect();
+        let all_gone = |procs: &[String]| procs.iter().all(|p| gone.contains(p.as_str()));
+        for m in self.proc_meshes.lock().iter_mut() {
+            m.stopped |= all_gone(&m.procs);
+        }
+        for m in self.actor_meshes.lock().values_mut() {
+            m.stopped |= all_gone(&m.procs);
+        }
+    }
+
+    /// A new proc (or host agent) answers at `addr`, where an earlier proc
+    /// that has ended listened (the OS reuses ports): forget that one's
+    /// stop and failures, which are not the new one's.
+    pub(super) fn forget_proc(&self, addr: &str) {
+        self.stopping.lock().remove(addr);
+        self.failed_procs.lock().remove(addr);
+        self.failed_actors.lock().retain(|(_, a), _| a != addr);
     }
 
     /// Whether proc `addr` is being stopped on purpose.
@@ -322,13 +352,14 @@ impl Supervision {
             .actor_meshes
             .lock()
             .values()
-            .filter(|m| m.procs.iter().any(|p| p == addr))
+            .filter(|m| !m.stopped && m.procs.iter().any(|p| p == addr))
             .map(|m| format!("'{}'", m.name))
             .collect();
         let mut events: Vec<SupervisionEvent> = self
             .proc_meshes
             .lock()
             .iter()
+            .filter(|m| !m.stopped)
             .filter_map(|m| {
                 let rank = m.procs.iter().position(|p| *p == addr)?;
                 let mut report = format!("{report} (rank {rank} of proc mesh '{}')", m.name);
@@ -565,6 +596,58 @@ mod tests {
         assert_eq!(
             failure_report(&name, "boom\nline 2\n"),
             "The actor trainers{'hosts': 1/2, 'gpus': 2/4} and all its descendants have failed:\n  boom\n  line 2\n"
+        );
+    }
+
+    #[test]
+    fn a_new_proc_at_a_stopped_procs_address_is_not_the_old_one() {
+        let s = Supervision::default();
+        let old = vec![
+            "tcp:10.0.0.1:4000".to_string(),
+            "tcp:10.0.0.1:4001".to_string(),
+        ];
+        let addr = old[0].as_str();
+        s.register_proc_mesh(Arc::new(old.clone()));
+        s.register_actor_mesh("trainers.1", "trainers", &old);
+        let fail = || s.proc_failed(addr, FailureCause::Signal, 9, "was killed by signal 9");
+        assert_eq!(
+            fail().len(),
+            1,
+            "a failure of a live mesh's proc is its event"
+        );
+        assert!(s
+            .check_dests("trainers.1", "trainers", [(0, &old[0])].into_iter())
+            .is_err());
+        s.mark_stopping(&old);
+        s.meshes_stopped(&old);
+        assert!(
+            s.procs_owned_by("").is_empty(),
+            "a stopped mesh is not stopped again"
+        );
+        // The OS gives the port to a new proc of a new mesh.
+        s.forget_proc(addr);
+        assert!(!s.is_stopping(addr));
+        let new = vec![old[0].clone()];
+        s.register_proc_mesh(Arc::new(new.clone()));
+        s.register_actor_mesh("workers.2", "workers", &new);
+        assert!(s
+            .check_dests("workers.2", "workers", [(0, &new[0])].into_iter())
+            .is_ok());
+        let events = fail();
+        assert_eq!(
+            events.len(),
+            1,
+            "only the new mesh hears of the new proc's failure"
+        );
+        assert!(
+            events[0].report.contains("actor meshes on it: 'workers'"),
+            "{}",
+            events[0].report
+        );
+        assert!(
+            !events[0].report.contains("trainers"),
+            "{}",
+            events[0].report
         );
     }
 }
