@@ -548,7 +548,7 @@ impl Runtime {
                     if let Some((out, err)) = output {
                         crate::logs::forward_local(out, err, rank as u64, &addr);
                     }
-                    self.inner.forget_ended_proc(&addr);
+                    self.inner.new_proc_at(&addr);
                     self.inner.children.insert(addr.clone(), c);
                 }
                 Err(e) => {

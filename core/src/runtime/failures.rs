@@ -30,18 +30,30 @@ impl Inner {
         self.lifecycle.is_shutting_down() || self.supervision.is_stopping(addr)
     }
 
-    /// A new proc or host agent answers at `addr`: if a proc that listened
-    /// there before has ended (the OS reuses ports), forget it, so that its
-    /// exit, failures and stop are not taken for the new one's.
+    /// A new proc was started at `addr`: whatever listened there before
+    /// has ended (the OS reuses ports), so its exit, failures, stop, lost
+    /// connection and heartbeats are not the new one's.
+    pub(super) fn new_proc_at(&self, addr: &str) {
+        self.children.remove_exited(addr);
+        self.remote.remove_ended(addr);
+        self.forget_peer_state(addr);
+    }
+
+    /// A host agent is called at `addr`: if a proc that has ended listened
+    /// there before, forget it (as [`Inner::new_proc_at`]).
     pub(super) fn forget_ended_proc(&self, addr: &str) {
         let child = self.children.remove_exited(addr);
         let remote = self.remote.remove_ended(addr);
         if child || remote {
-            tracing::debug!(%addr, "a new peer at an ended proc's address");
-            self.supervision.forget_proc(addr);
-            self.peers.forget_lost(&[addr.to_string()]);
-            self.heartbeat.forget(addr);
+            tracing::debug!(%addr, "a host agent at an ended proc's address");
+            self.forget_peer_state(addr);
         }
+    }
+
+    fn forget_peer_state(&self, addr: &str) {
+        self.supervision.forget_proc(addr);
+        self.peers.forget_lost(&[addr.to_string()]);
+        self.heartbeat.forget(addr);
     }
 
     /// A local child exited (the reaper thread calls this).

@@ -231,7 +231,7 @@ impl Runtime {
     pub(crate) fn expect_remote(&self, addr: &str, agent: &str, watch: super::StartWatch) {
         let ready: Completion<Result<()>> =
             Completion::with_pump(None, Some(self.inner.pump.clone()));
-        self.inner.forget_ended_proc(addr);
+        self.inner.new_proc_at(addr);
         self.inner.children.expect_ready(addr, ready, watch);
         self.inner.remote.insert(addr, agent);
         self.inner.start_heartbeat();
