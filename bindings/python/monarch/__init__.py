@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 # `import monarch` works without torch.
 _TENSOR_NAMES = {
     "fetch_shard": "monarch._src.tensor.api",
+    "call_on_shard_and_fetch": "monarch._src.tensor.api",
     "inspect": "monarch._src.tensor.api",
     "show": "monarch._src.tensor.api",
     "get_active_mesh": "monarch._src.tensor.api",

@@ -31,6 +31,15 @@ def _fails(t):
     raise ValueError("remote function failed on purpose")
 
 
+@remote
+def _shard_and_coords(t, scale=1.0):
+    return {"shard": t * scale, "pid": os.getpid()}
+
+
+def _plain_double(t):
+    return t * 2
+
+
 @pytest.fixture(scope="module")
 def grid():
     """A 2x2 mesh (hosts x gpus)."""
@@ -199,3 +208,29 @@ def test_to_mesh_from_a_proc_that_dies_fails_at_the_destination(grid):
             src.stop().get(timeout=30)
         except Exception:  # noqa: BLE001 - the mesh lost a proc
             pass
+
+
+def test_call_on_shard_and_fetch_runs_on_one_shard(grid):
+    with grid.activate():
+        t = grid.rank(("host", "gpu")).float() + torch.zeros(2)
+        got = monarch.call_on_shard_and_fetch(_shard_and_coords, t, shard={"host": 1, "gpu": 0}, scale=3.0)
+    value = got.result(timeout=T)
+    assert type(value["shard"]) is torch.Tensor and value["pid"] != os.getpid()
+    assert value["shard"].tolist() == [6.0, 6.0]  # rank 2's shard, times 3
+    # No shard: coordinate 0 of every dim; the method form; a plain function;
+    # the mesh found from a distributed tensor argument without activate().
+    first = _shard_and_coords.call_on_shard_and_fetch(t).result(timeout=T)
+    assert first["shard"].tolist() == [0.0, 0.0] and first["pid"] != value["pid"]
+    assert monarch.call_on_shard_and_fetch(_plain_double, t, shard={"gpu": 1}).result(timeout=T).tolist() == [2.0, 2.0]
+    # Errors: the worker's at .result(); bad coordinates and no mesh at the call.
+    with grid.activate():
+        with pytest.raises(Exception, match="failed on purpose"):
+            monarch.call_on_shard_and_fetch(_fails, t).result(timeout=T)
+        with pytest.raises(IndexError, match="gpu=5 is out of range"):
+            monarch.call_on_shard_and_fetch(_coord_sum, t, shard={"gpu": 5})
+        with pytest.raises(ValueError, match="no dimension gpus"):
+            monarch.call_on_shard_and_fetch(_coord_sum, t, shard={"gpus": 0})
+    with pytest.raises(ValueError, match="needs an active mesh"):
+        monarch.call_on_shard_and_fetch(_coord_sum, 1)
+    # The mesh keeps working.
+    assert inspect(t, host=1, gpu=1).tolist() == [3.0, 3.0]

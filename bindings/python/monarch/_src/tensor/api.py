@@ -270,6 +270,25 @@ class Remote:
         fn, pre = self._target()
         return LocalFuture(ctl.call(get_active_stream().name, fn, pre + to_wire(args), to_wire(kwargs)))
 
+    def call_on_shard_and_fetch(self, *args: Any, shard: dict | None = None, **kwargs: Any) -> LocalFuture:
+        """Run on the one proc at coordinates ``shard`` (dims not given
+        are 0) of the active mesh (or of the distributed tensors among
+        the arguments, which it receives as its local shards); a Future
+        of its return value at the controller, tensors in it as
+        ``torch.Tensor``s. A worker error is raised by ``.result()``."""
+        ctl = controller_of(args, kwargs, active_controller())
+        if ctl is None:
+            raise ValueError(
+                f"{self.__name__}.call_on_shard_and_fetch() needs an active mesh or a distributed tensor argument"
+            )
+        if borrow.restricted:
+            dts = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, DTensor)]
+            borrow.check("call_on_shard_and_fetch()", dts)
+        fn, pre = self._target()
+        coords = _coords(shard, {})
+        stream = get_active_stream().name
+        return LocalFuture(ctl.call(stream, fn, pre + to_wire(args), to_wire(kwargs), coords), ctl)
+
     def _send_to_port(self, args: tuple, kwargs: dict, port: Any, selection: str) -> None:
         """``monarch.actor.send(remote_fn, args, kwargs, port=port)``: run
         on every proc of the active mesh (``selection="all"``) or on one
@@ -311,6 +330,16 @@ def remote(fn: Callable | str | None = None, *, propagate: Callable | None = Non
     if fn is None:
         return lambda f: Remote(f, propagate)
     return Remote(fn, propagate)
+
+
+def call_on_shard_and_fetch(fn: Any, *args: Any, shard: dict | None = None, **kwargs: Any) -> LocalFuture:
+    """``fn`` (a ``@remote`` function, or a function or its dotted name)
+    run on the one proc at coordinates ``shard`` (dims not given are 0) of
+    the active mesh, or of the distributed tensors among the arguments; a
+    Future of its return value (see ``Remote.call_on_shard_and_fetch``)."""
+    if not isinstance(fn, Remote):
+        fn = Remote(fn)
+    return fn.call_on_shard_and_fetch(*args, shard=shard, **kwargs)
 
 
 def _call_actor(actors: Any, name: str, *args: Any, **kwargs: Any) -> Any:
