@@ -54,7 +54,7 @@ def test_every_upstream_name_is_exported_but_the_documented_absences():
 # in docs/tensors.md ("Not done" or "Differences from upstream").
 UPSTREAM_TENSOR_NAMES = """coalescing get_active_mesh no_mesh remote get_active_stream Stream Tensor
 reduce reduce_ to_mesh slice_mesh call_on_shard_and_fetch fetch_shard inspect show""".split()
-TENSOR_ABSENT = {"Tensor", "call_on_shard_and_fetch"}
+TENSOR_ABSENT = {"Tensor"}
 
 
 def test_upstream_tensor_engine_names_are_at_the_top_of_monarch():
