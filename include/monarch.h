@@ -1065,6 +1065,15 @@ monarch_status monarch_rdma_ibverbs_status(bool *available, const char **reason)
 // Reduction: product (integers wrap; bool: and).
 #define MONARCH_OP_PRODUCT 5
 
+// Reduction: bitwise and (bool: and). Integer and bool types only.
+#define MONARCH_OP_BAND 6
+
+// Reduction: bitwise or (bool: or). Integer and bool types only.
+#define MONARCH_OP_BOR 7
+
+// Reduction: bitwise exclusive or (bool: xor). Integer and bool types only.
+#define MONARCH_OP_BXOR 8
+
 // Write the size in bytes of one element of `dtype` (a `MONARCH_DTYPE_*`)
 // to `*out`; an unknown code is `MONARCH_ERR_INVALID_ARGUMENT`.
 monarch_status monarch_tensor_dtype_size(uint32_t dtype, size_t *out);

@@ -49,6 +49,12 @@ pub const MONARCH_OP_MIN: u32 = 3;
 pub const MONARCH_OP_MAX: u32 = 4;
 /// Reduction: product (integers wrap; bool: and).
 pub const MONARCH_OP_PRODUCT: u32 = 5;
+/// Reduction: bitwise and (bool: and). Integer and bool types only.
+pub const MONARCH_OP_BAND: u32 = 6;
+/// Reduction: bitwise or (bool: or). Integer and bool types only.
+pub const MONARCH_OP_BOR: u32 = 7;
+/// Reduction: bitwise exclusive or (bool: xor). Integer and bool types only.
+pub const MONARCH_OP_BXOR: u32 = 8;
 
 fn codes(dtype: u32, op: u32) -> Result<(DType, Op), Fail> {
     Ok((DType::from_code(dtype)?, Op::from_code(op)?))

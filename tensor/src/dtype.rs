@@ -56,6 +56,11 @@ impl DType {
         }
     }
 
+    /// Whether the type is a floating-point one.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    }
+
     /// The name torch gives the type (for messages).
     pub fn name(self) -> &'static str {
         match self {
@@ -87,6 +92,12 @@ pub enum Op {
     Max = 4,
     /// Product (integers wrap).
     Product = 5,
+    /// Bitwise and (bool: logical and). Integers and bool only.
+    BAnd = 6,
+    /// Bitwise or (bool: logical or). Integers and bool only.
+    BOr = 7,
+    /// Bitwise exclusive or (bool: logical xor). Integers and bool only.
+    BXor = 8,
 }
 
 impl Op {
@@ -98,6 +109,9 @@ impl Op {
             3 => Op::Min,
             4 => Op::Max,
             5 => Op::Product,
+            6 => Op::BAnd,
+            7 => Op::BOr,
+            8 => Op::BXor,
             _ => return Err(Error::invalid(format!("unknown reduction op code {code}"))),
         })
     }
@@ -110,6 +124,14 @@ impl Op {
             Op::Min => "min",
             Op::Max => "max",
             Op::Product => "product",
+            Op::BAnd => "band",
+            Op::BOr => "bor",
+            Op::BXor => "bxor",
         }
+    }
+
+    /// Whether the op works on bits (integers and bool only).
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, Op::BAnd | Op::BOr | Op::BXor)
     }
 }

@@ -6,7 +6,8 @@
 //! `benches/combine.rs`). Integers wrap like torch's. Min and max
 //! propagate NaN like `torch.minimum`/`torch.maximum`. f16 and bf16
 //! compute in f32 and round back per element, as torch does on CPU. Bool
-//! is 0/1 bytes: sum and max are `or`, product and min are `and`.
+//! is 0/1 bytes: sum and max are `or`, product and min are `and`. The
+//! bitwise ops (and, or, xor) take integers and bool only.
 
 use monarch_core::{Error, Result};
 
@@ -52,6 +53,7 @@ where
         Op::Product => zip(out, src, |a, b| a * b),
         Op::Max => zip(out, src, fmax),
         Op::Min => zip(out, src, fmin),
+        Op::BAnd | Op::BOr | Op::BXor => unreachable!("refused by check_op"),
     }
 }
 
@@ -110,6 +112,7 @@ fn half<H: Half>(out: &mut [u16], src: &[u16], op: Op) {
                 b
             }
         }),
+        Op::BAnd | Op::BOr | Op::BXor => unreachable!("refused by check_op"),
     }
 }
 
@@ -126,6 +129,9 @@ macro_rules! int_kernel {
                 Op::Product => zip(out, src, |a, b| a.wrapping_mul(b)),
                 Op::Max => zip(out, src, |a, b| a.max(b)),
                 Op::Min => zip(out, src, |a, b| a.min(b)),
+                Op::BAnd => zip(out, src, |a, b| a & b),
+                Op::BOr => zip(out, src, |a, b| a | b),
+                Op::BXor => zip(out, src, |a, b| a ^ b),
             }
         }
     };
@@ -138,8 +144,9 @@ int_kernel!(k_u8, u8);
 
 fn boolean(out: &mut [u8], src: &[u8], op: Op) {
     match op {
-        Op::Sum | Op::Max => zip(out, src, |a, b| ((a | b) != 0) as u8),
-        Op::Product | Op::Min => zip(out, src, |a, b| (a != 0 && b != 0) as u8),
+        Op::Sum | Op::Max | Op::BOr => zip(out, src, |a, b| ((a | b) != 0) as u8),
+        Op::Product | Op::Min | Op::BAnd => zip(out, src, |a, b| (a != 0 && b != 0) as u8),
+        Op::BXor => zip(out, src, |a, b| ((a != 0) ^ (b != 0)) as u8),
         Op::Avg => unreachable!("refused by check_op"),
     }
 }
@@ -149,6 +156,13 @@ fn check_op(dtype: DType, op: Op) -> Result<()> {
         return Err(Error::invalid(
             "reduce op avg is not defined for bool tensors",
         ));
+    }
+    if op.is_bitwise() && dtype.is_float() {
+        return Err(Error::invalid(format!(
+            "reduce op {} is not defined for {} tensors (integers and bool only)",
+            op.name(),
+            dtype.name()
+        )));
     }
     Ok(())
 }
@@ -210,8 +224,8 @@ pub unsafe fn combine(
 /// [`combine`] without its checks (the reduce loop checked them once).
 ///
 /// # Safety
-/// As for [`combine`], plus: non-NULL, aligned, not overlapping, and not
-/// `(Bool, Avg)`.
+/// As for [`combine`], plus: non-NULL, aligned, not overlapping, and
+/// passed by `check_op` (not avg of bool, no bitwise op on floats).
 pub(crate) unsafe fn combine_unchecked(
     dtype: DType,
     op: Op,

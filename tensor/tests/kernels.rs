@@ -5,6 +5,7 @@ use monarch_core::ErrorKind;
 use monarch_tensor::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use monarch_tensor::{combine, finish, DType, Op};
 
+/// The ops every type takes (the bitwise ones have their own test).
 const OPS: [Op; 5] = [Op::Sum, Op::Avg, Op::Min, Op::Max, Op::Product];
 
 fn run<T: Copy>(dtype: DType, op: Op, out: &mut [T], src: &[T]) {
@@ -36,6 +37,7 @@ fn f32_and_f64_match_the_scalar_ops() {
                 Op::Product => a[i] * b[i],
                 Op::Min => a[i].min(b[i]),
                 Op::Max => a[i].max(b[i]),
+                Op::BAnd | Op::BOr | Op::BXor => unreachable!("not in OPS"),
             };
             assert_eq!(out[i].to_bits(), want.to_bits(), "{op:?} at {i}");
             let (x, y) = (a[i] as f64, b[i] as f64);
@@ -44,6 +46,7 @@ fn f32_and_f64_match_the_scalar_ops() {
                 Op::Product => x * y,
                 Op::Min => x.min(y),
                 Op::Max => x.max(y),
+                Op::BAnd | Op::BOr | Op::BXor => unreachable!("not in OPS"),
             };
             assert_eq!(out64[i], want, "{op:?} f64 at {i}");
         }
@@ -135,6 +138,50 @@ fn bool_is_or_for_sum_and_max_and_for_min_and_product() {
 }
 
 #[test]
+fn bitwise_ops_take_integers_and_bool_only() {
+    let mut out: Vec<i32> = vec![0b1100, -1, 7, i32::MIN];
+    run(DType::I32, Op::BAnd, &mut out, &[0b1010, 5, 0, -1]);
+    assert_eq!(out, [0b1000, 5, 0, i32::MIN]);
+    let mut out: Vec<u8> = vec![0b1100, 0xF0];
+    run(DType::U8, Op::BOr, &mut out, &[0b1010, 0x0F]);
+    assert_eq!(out, [0b1110, 0xFF]);
+    let mut out: Vec<i64> = vec![0b1100, -1];
+    run(DType::I64, Op::BXor, &mut out, &[0b1010, 1]);
+    assert_eq!(out, [0b0110, -2]);
+    let mut out: Vec<i8> = (-64..64).collect();
+    let src: Vec<i8> = (-64..64).map(|x: i8| x.wrapping_mul(37)).collect();
+    let want: Vec<i8> = out.iter().zip(&src).map(|(a, b)| a ^ b).collect();
+    run(DType::I8, Op::BXor, &mut out, &src);
+    assert_eq!(out, want);
+    let mut out: Vec<i16> = vec![0x7F00];
+    run(DType::I16, Op::BAnd, &mut out, &[0x0FF0]);
+    assert_eq!(out, [0x0F00]);
+    for (op, want) in [
+        (Op::BAnd, [0, 0, 0, 1]),
+        (Op::BOr, [0, 1, 1, 1]),
+        (Op::BXor, [0, 1, 1, 0]),
+    ] {
+        let mut out: Vec<u8> = vec![0, 1, 0, 1];
+        run(DType::Bool, op, &mut out, &[0, 0, 1, 1]);
+        assert_eq!(out, want, "{op:?}");
+    }
+    // Finishing a bitwise reduce changes nothing.
+    let mut out = vec![6i32];
+    unsafe { finish(DType::I32, Op::BOr, out.as_mut_ptr() as *mut u8, 1, 4) }.unwrap();
+    assert_eq!(out, [6]);
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for op in [Op::BAnd, Op::BOr, Op::BXor] {
+            let mut v = [0u64; 2];
+            let p = v.as_mut_ptr() as *mut u8;
+            let e = unsafe { combine(dtype, op, p, p.add(8), 1) }.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument);
+            assert!(e.message.contains(op.name()) && e.message.contains(dtype.name()), "{e:?}");
+            assert!(unsafe { finish(dtype, op, p, 1, 2) }.is_err());
+        }
+    }
+}
+
+#[test]
 fn average_of_floats_divides_at_the_end() {
     let mut out = vec![1.0f32, 2.0, 3.0];
     run(DType::F32, Op::Avg, &mut out, &[2.0, 2.0, 2.0]);
@@ -189,6 +236,7 @@ fn bad_arguments_are_errors() {
         .unwrap();
     }
     assert!(DType::from_code(0).is_err() && DType::from_code(11).is_err());
-    assert!(Op::from_code(0).is_err() && Op::from_code(6).is_err());
+    assert!(Op::from_code(0).is_err() && Op::from_code(9).is_err());
+    assert_eq!(Op::from_code(8).unwrap(), Op::BXor);
     assert_eq!(DType::from_code(4).unwrap(), DType::BF16);
 }

@@ -20,6 +20,11 @@ void test_tensor(monarch_runtime *rt, monarch_actor_mesh *am) {
     CHECK_OK(monarch_tensor_combine(MONARCH_DTYPE_I32, MONARCH_OP_AVG, ia, ib, 3));
     CHECK_OK(monarch_tensor_finish(MONARCH_DTYPE_I32, MONARCH_OP_AVG, ia, 3, 2));
     CHECK(ia[0] == -3 && ia[1] == 3 && ia[2] == 4, "i32 avg truncates");
+    uint8_t u[2] = {0x0C, 0xF0}, v[2] = {0x0A, 0x0F};
+    CHECK_OK(monarch_tensor_combine(MONARCH_DTYPE_U8, MONARCH_OP_BAND, u, v, 2));
+    CHECK(u[0] == 0x08 && u[1] == 0x00, "u8 band");
+    CHECK_OK(monarch_tensor_combine(MONARCH_DTYPE_U8, MONARCH_OP_BOR, u, v, 2));
+    CHECK(u[0] == 0x0A && u[1] == 0x0F, "u8 bor");
     size_t esize = 0;
     CHECK_OK(monarch_tensor_dtype_size(MONARCH_DTYPE_BF16, &esize));
     CHECK(esize == 2, "bf16 size %zu", esize);
@@ -62,6 +67,8 @@ void test_tensor(monarch_runtime *rt, monarch_actor_mesh *am) {
     uint8_t flags[2] = {1, 0};
     CHECK_STATUS(monarch_tensor_combine(MONARCH_DTYPE_BOOL, MONARCH_OP_AVG, flags, flags + 1, 1),
                  MONARCH_ERR_INVALID_ARGUMENT, "bool");
+    CHECK_STATUS(monarch_tensor_combine(MONARCH_DTYPE_F32, MONARCH_OP_BXOR, a, b, 5),
+                 MONARCH_ERR_INVALID_ARGUMENT, "integers and bool only");
     CHECK_STATUS(monarch_tensor_finish(MONARCH_DTYPE_F32, MONARCH_OP_AVG, a, 5, 0),
                  MONARCH_ERR_INVALID_ARGUMENT, "0 members");
     CHECK_STATUS(monarch_tensor_dtype_size(42, &esize), MONARCH_ERR_INVALID_ARGUMENT, "dtype");

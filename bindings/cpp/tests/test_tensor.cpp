@@ -27,6 +27,11 @@ void test_tensor() {
   monarch::combine(i, z, monarch::ReduceOp::Avg);
   monarch::finish(monarch::DType::I64, monarch::ReduceOp::Avg, i.data(), i.size(), 2);
   CHECK(i[0] == -3 && i[1] == 4);
+  std::vector<std::int32_t> bits{0b1100, 0b1100};
+  std::vector<std::int32_t> mask{0b1010, 0b0110};
+  monarch::combine(bits, mask, monarch::ReduceOp::BitXor);
+  CHECK(bits[0] == 0b0110 && bits[1] == 0b1010);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT, monarch::combine(a, b, monarch::ReduceOp::BitAnd));
   CHECK(monarch::dtype_size(monarch::DType::F16) == 2);
 
   // A chunk reduce in group order: elements 8..24 of both members.

@@ -340,8 +340,15 @@ end
             Monarch.check(C.monarch_tensor_finish(C.MONARCH_DTYPE_F32, C.MONARCH_OP_AVG, pointer(a), length(a), 2))
             @test a[[1, 2, 4]] == Float32[2, 0, 2.5]
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, 99, pointer(a), pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
+            @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_BAND, pointer(a), pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, C_NULL, pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
         end
+        x = Int64[0b1100, -1]
+        y = Int64[0b1010, 1]
+        GC.@preserve x y begin
+            Monarch.check(C.monarch_tensor_combine(C.MONARCH_DTYPE_I64, C.MONARCH_OP_BXOR, pointer(x), pointer(y), length(x)))
+        end
+        @test x == Int64[0b0110, -2]
     end
 
     @testset "introspection" begin

@@ -167,6 +167,84 @@ def test_slice_mesh_errors(mesh):
             t.slice_mesh(gpu=slice(0, 2)).to_mesh(mesh)
 
 
+def test_bitwise_reductions_and_the_types_they_take(mesh):
+    with mesh.activate():
+        bits = 1 << mesh.rank("gpu")  # 1, 2, 4, 8
+        pairs = bits | 16  # 17, 18, 20, 24
+        got = {op: pairs.reduce("gpu", op) for op in ("band", "bor", "bxor")}
+        flags = mesh.rank("gpu") < 2  # True, True, False, False
+        any_, all_, odd = flags.reduce("gpu", "bor"), flags.reduce("gpu", "band"), flags.reduce("gpu", "bxor")
+        mixed = monarch.reduce({"p": pairs}, "gpu", "bor")
+        # Refused when issued: bits of floats, the average of bools.
+        with pytest.raises(TypeError, match="integer or bool"):
+            torch.zeros(2).reduce("gpu", "band")
+        with pytest.raises(TypeError, match="bool tensor is not defined"):
+            flags.reduce("gpu", "avg")
+        with pytest.raises(ValueError, match="reduction must be one of"):
+            pairs.reduce("gpu", "bnot")
+    for g in (0, 3):
+        assert value(got["band"], gpu=g) == 16
+        assert value(got["bor"], gpu=g) == 31
+        assert value(got["bxor"], gpu=g) == 15  # 16 four times cancels out
+        assert (value(any_, gpu=g), value(all_, gpu=g), value(odd, gpu=g)) == (True, False, False)
+        assert value(mixed["p"], gpu=g) == 31
+
+
+@pytest.mark.parametrize("rows", [3, 70_000], ids=["small", "large"])
+def test_stack_gathers_and_scatter_exchanges_rows(mesh, rows):
+    """"stack": the all-gather (every member gets every member's tensor in
+    group order, a new dim 0) and, with scatter=True, the all-to-all
+    (member i gets row i of every member's). Large: over 1 MiB, read from
+    the peers' memory rather than sent in messages."""
+    with mesh.activate():
+        r = mesh.rank("gpu").float()
+        t = r * 1000 + torch.arange(rows * 2.0).reshape(rows, 2)
+        gathered = t.reduce("gpu", "stack")
+        assert tuple(gathered.shape) == (4, rows, 2)
+        table = (r * 10 + torch.arange(4.0)).reshape(4, 1) + torch.zeros(4, rows)  # row j: 10 g + j
+        exchanged = table.reduce("gpu", "stack", scatter=True)
+        assert tuple(exchanged.shape) == (4, rows)
+        in_place = table.clone()
+        assert in_place.reduce_("gpu", "stack", scatter=True) is in_place
+        ints = (mesh.rank("gpu") + torch.zeros(2, dtype=torch.int64)).reduce("gpu", "stack")
+    base = torch.arange(rows * 2.0).reshape(rows, 2)
+    want = torch.stack([k * 1000 + base for k in range(4)])
+    for g in (0, 3):
+        assert torch.equal(fetch_shard(gathered, gpu=g).result(timeout=T), want)
+        # Member g gets row g of every member k: 10 k + g, in member order.
+        want_rows = torch.tensor([10.0 * k + g for k in range(4)]).reshape(4, 1).expand(4, rows)
+        assert torch.equal(fetch_shard(exchanged, gpu=g).result(timeout=T), want_rows)
+        assert torch.equal(fetch_shard(in_place, gpu=g).result(timeout=T), want_rows)
+        assert value(ints, gpu=g) == [[0, 0], [1, 1], [2, 2], [3, 3]]
+
+
+def test_stack_errors(mesh, grid):
+    with grid.activate():
+        with pytest.raises(ValueError, match="one dimension"):
+            torch.zeros(2).reduce(("host", "gpu"), "stack")
+    with mesh.activate():
+        with pytest.raises(ValueError, match="cannot be in place"):
+            torch.zeros(2).reduce_("gpu", "stack")
+        with pytest.raises(TypeError, match="dim 0"):
+            torch.zeros(3).reduce("gpu", "stack", scatter=True)
+    # Shards that differ fail on every member (small and large), and the
+    # mesh goes on.
+    for n in (4, 300_000):
+        make = monarch.remote(_longer_on_rank_one, propagate=lambda r, n: torch.empty(n))
+        with mesh.activate():
+            failed = make(mesh.rank("gpu"), n).reduce("gpu", "stack")
+            ok = (torch.zeros(2) + mesh.rank("gpu").float()).reduce("gpu", "stack")
+        for g in range(4):
+            with pytest.raises(Exception, match="the shards must match"):
+                fetch_shard(failed, gpu=g).result(timeout=T)
+        assert value(ok, gpu=1) == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
+
+
+def _longer_on_rank_one(r, n):
+    """On a worker: rank 1's shard is longer than the others'."""
+    return torch.ones(n + (100 if int(r) == 1 else 0))
+
+
 def test_reduce_to_a_separate_proc_mesh(mesh):
     other = this_host().spawn_procs(per_host={"gpu": 1})
     try:

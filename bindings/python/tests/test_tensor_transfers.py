@@ -165,6 +165,12 @@ def _expected(op, dtype, n, ranks):
             torch.maximum(acc, p, out=acc)
         elif op == "min":
             torch.minimum(acc, p, out=acc)
+        elif op == "band":
+            acc.bitwise_and_(p)
+        elif op == "bor":
+            acc.bitwise_or_(p)
+        elif op == "bxor":
+            acc.bitwise_xor_(p)
         else:
             acc.mul_(p)
     if op == "avg":
@@ -177,10 +183,12 @@ def _expected(op, dtype, n, ranks):
 
 def _ops_for(dtype):
     if dtype == torch.bool:
-        return ("sum", "max", "min", "product")
+        return ("sum", "max", "min", "product", "band", "bor", "bxor")
     if dtype.is_complex:
         return ("sum", "avg", "product")
-    return ("sum", "avg", "max", "min", "product")
+    if dtype.is_floating_point:
+        return ("sum", "avg", "max", "min", "product")
+    return ("sum", "avg", "max", "min", "product", "band", "bor", "bxor")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -33,13 +33,17 @@ enum class DType : std::uint32_t {
 };
 
 /// Reductions. Avg sums, then divides once at the end (integers truncate).
-/// Min and max propagate NaN like torch.minimum / torch.maximum.
+/// Min and max propagate NaN like torch.minimum / torch.maximum. The
+/// bitwise ops take integer and bool types only.
 enum class ReduceOp : std::uint32_t {
   Sum = MONARCH_OP_SUM,
   Avg = MONARCH_OP_AVG,
   Min = MONARCH_OP_MIN,
   Max = MONARCH_OP_MAX,
   Product = MONARCH_OP_PRODUCT,
+  BitAnd = MONARCH_OP_BAND,
+  BitOr = MONARCH_OP_BOR,
+  BitXor = MONARCH_OP_BXOR,
 };
 
 /// The DType of a C++ element type (16-bit floats have no standard C++17

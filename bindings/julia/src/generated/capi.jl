@@ -43,6 +43,9 @@ const MONARCH_OP_AVG = 2
 const MONARCH_OP_MIN = 3
 const MONARCH_OP_MAX = 4
 const MONARCH_OP_PRODUCT = 5
+const MONARCH_OP_BAND = 6
+const MONARCH_OP_BOR = 7
+const MONARCH_OP_BXOR = 8
 
 # ---- types
 const monarch_status = Int32

@@ -34,7 +34,7 @@ PEER_TIMEOUT = 300.0
 # the data plane; smaller ones in messages.
 DATA_PLANE_MIN = 1 << 20
 
-REDUCTIONS = ("sum", "avg", "max", "min", "product")
+REDUCTIONS = ("sum", "avg", "max", "min", "product", "band", "bor", "bxor")
 
 # How many large reduces ran with at least one same-host peer read
 # straight, and how many only on the data plane (tests check the path).
@@ -137,6 +137,12 @@ def _combine(acc: torch.Tensor, x: torch.Tensor, op: str) -> torch.Tensor:
         return torch.maximum(acc, x, out=acc)
     if op == "min":
         return torch.minimum(acc, x, out=acc)
+    if op == "band":
+        return acc.bitwise_and_(x)
+    if op == "bor":
+        return acc.bitwise_or_(x)
+    if op == "bxor":
+        return acc.bitwise_xor_(x)
     return acc.mul_(x)
 
 

@@ -172,7 +172,11 @@ class DTensor(torch.Tensor):
     ):
         """Reduce across the mesh dimensions ``dims`` (a name or names; none:
         every dim): ``reduction`` is ``"sum"``, ``"avg"``, ``"max"``,
-        ``"min"`` or ``"product"``. Every proc gets the reduced value of its
+        ``"min"``, ``"product"``, for integer and bool tensors ``"band"``,
+        ``"bor"``, ``"bxor"``, or ``"stack"`` (one dim of size n: every
+        member's tensor stacked in a new dim 0 of size n; with
+        ``scatter=True``, the all-to-all: member i gets row i of every
+        member's tensor, stacked). Every proc gets the reduced value of its
         group (the procs that differ only in ``dims``); with
         ``scatter=True`` (one dim of size n, a tensor of n rows) member i
         gets row i of it.
@@ -492,16 +496,23 @@ def reduce(
             raise DimensionError(f"reduce over {d!r}: the mesh has dimensions {', '.join(ctl.extent)}")
     if len(set(dims)) != len(dims):
         raise ValueError(f"reduce() over the same dimension twice: {dims}")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, not {reduction!r}")
+    if reduction not in REDUCTIONS + ("stack",):
+        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS + ('stack',))}, not {reduction!r}")
     if mesh is not None and controller_for(mesh) is ctl:
         mesh = None
+    meta = t._meta().detach()
+    if reduction in ("band", "bor", "bxor") and meta.dtype.is_floating_point:
+        raise TypeError(f"reduce({reduction!r}) takes integer or bool tensors, not {meta.dtype}")
+    if reduction == "avg" and meta.dtype == torch.bool:
+        raise TypeError("reduce('avg') of a bool tensor is not defined")
     n = 1
     for d in dims:
         n *= ctl.extent[d]
-    meta = t._meta().detach()
+    if reduction == "stack" and len(dims) > 1:
+        raise ValueError(f"reduce('stack') takes one dimension, not {dims}")
     if scatter:
-        # As upstream: member i of the group gets row i of the result.
+        # As upstream: member i of the group gets row i of the result (for
+        # "stack": row i of every member's tensor, stacked).
         if len(dims) > 1:
             raise ValueError(f"reduce(scatter=True) takes one dimension, not {dims}")
         if meta.dim() == 0 or meta.shape[0] != n:
@@ -509,9 +520,14 @@ def reduce(
                 f"reduce(scatter=True): dim 0 of the tensor's shape {tuple(meta.shape)} must be the "
                 f"size of {dims[0]!r} ({n}); member i gets row i of the result"
             )
-        meta = meta.new_empty(tuple(meta.shape[1:]))
+        if reduction != "stack":
+            meta = meta.new_empty(tuple(meta.shape[1:]))
+            if inplace:
+                raise ValueError("reduce_(scatter=True) cannot be in place: the result is smaller")
+    elif reduction == "stack":
+        meta = meta.new_empty((n, *meta.shape))
         if inplace:
-            raise ValueError("reduce_(scatter=True) cannot be in place: the result is smaller")
+            raise ValueError("reduce_('stack') cannot be in place: the result is larger (a new dim 0)")
     if inplace and mesh is not None:
         raise ValueError("reduce_(mesh=...) cannot be in place: the result is on another mesh")
     if out is not None:

@@ -35,13 +35,21 @@ OPS = {
     "min": lib.MONARCH_OP_MIN,
     "max": lib.MONARCH_OP_MAX,
     "product": lib.MONARCH_OP_PRODUCT,
+    "band": lib.MONARCH_OP_BAND,
+    "bor": lib.MONARCH_OP_BOR,
+    "bxor": lib.MONARCH_OP_BXOR,
 }
+BITWISE = ("band", "bor", "bxor")
 
 
 def supported(dtype: torch.dtype, op: str) -> bool:
-    """Whether the plane combines ``dtype`` with ``op`` (avg of bool is
-    not defined)."""
-    return dtype in DTYPES and op in OPS and not (dtype == torch.bool and op == "avg")
+    """Whether the plane combines ``dtype`` with ``op`` (avg of bool and
+    the bitwise ops on floats are not defined)."""
+    if dtype not in DTYPES or op not in OPS:
+        return False
+    if op in BITWISE:
+        return not dtype.is_floating_point
+    return not (dtype == torch.bool and op == "avg")
 
 
 def _ptr(t: torch.Tensor) -> Any:

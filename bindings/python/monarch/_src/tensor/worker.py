@@ -16,7 +16,8 @@ Commands (tuples, built by ``monarch._src.tensor.controller``):
   stored as ``out_ids[i]`` (``None``: not stored).
 * ``("reduce", stream, src, out, dims, op, scatter, inplace, seq, into)``:
   a collective over the workers that differ only in ``dims``
-  (``monarch._src.tensor.collective``); with ``into`` the result is copied
+  (``monarch._src.tensor.collective``; ``op`` ``"stack"``:
+  ``monarch._src.tensor.stack``); with ``into`` the result is copied
   into the tensor ``out`` holds already (``reduce(out=...)``).
 * ``("borrow", stream, src, dst)``: ``dst`` is ``src`` (the same tensor,
   no copy) from this point of the lender's stream on;
@@ -56,7 +57,7 @@ from ..actor.actor_mesh import Actor
 from ..actor.context import current_rank
 from ..actor.endpoint import endpoint
 from ..actor.port import Channel
-from . import collective, wire
+from . import collective, stack, wire
 from .store import STORE, WAIT_SECONDS, Failed, Local, Ref
 from .tree import tree_flatten, tree_map
 
@@ -386,9 +387,12 @@ class TensorWorker(Actor):
         group = self.group(dims)
         try:
             t = _resolve(Ref(src))
-            r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter, inplace)
-            if scatter:
-                r = r[0]  # this member's chunk of dim 0 is its one row
+            if op == "stack":
+                r = stack.stack(t, group, self.rank, self.peers, self.mailbox, seq, scatter)
+            else:
+                r = collective.reduce(t, group, self.rank, self.peers, self.mailbox, seq, op, scatter, inplace)
+                if scatter:
+                    r = r[0]  # this member's chunk of dim 0 is its one row
             if inplace:
                 if r.data_ptr() != t.data_ptr():  # not written into t already
                     with torch.no_grad():
