@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 const PREPARED_TTL: Duration = Duration::from_secs(300);
 
 use monarch_core::agent_protocol::{
-    AGENT_ACTOR, EXIT, EXIT_CODE, EXIT_SIGNAL, HUNG, INFO, KILL, LOG, LOG_STDERR, LOG_STDOUT,
-    PREPARE, START,
+    AGENT_ACTOR, EXIT, EXIT_CODE, EXIT_SIGNAL, HUNG, INFO, KILL, LOG_STDERR, LOG_STDOUT, PREPARE,
+    START,
 };
 use monarch_core::completion::Completion;
 use monarch_core::process::{spawn_child_with, Child, ExitInfo, SocketDir, SpawnOpts};
@@ -36,6 +36,8 @@ use monarch_core::runtime::{
     ENV_AGENT, ENV_CONTROLLER, ENV_JOB_TOKEN, ENV_LISTEN_FD, ENV_PROC_ADDR, ENV_PROC_RANK,
 };
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
+
+use crate::log_forward::LogForwarder;
 
 /// Parsed command line of `monarch host`.
 pub struct Args {
@@ -131,6 +133,8 @@ struct Agent {
     heartbeats_checked: Mutex<Instant>,
     /// Where our procs also listen on Unix sockets (0700; removed on exit).
     socket_dir: Option<SocketDir>,
+    /// Streams procs' output to their controllers.
+    logs: LogForwarder,
 }
 
 /// The job secret from --secret-file or the environment, refused when
@@ -224,6 +228,7 @@ pub fn run(args: &Args) -> ExitCode {
         prepared: Mutex::new(HashMap::new()),
         procs: Arc::new(Mutex::new(HashMap::new())),
         heartbeats_checked: Mutex::new(Instant::now()),
+        logs: LogForwarder::new(rt.clone()),
         socket_dir: monarch_core::random::hex128()
             .map_err(|e| monarch_core::Error::io("no random bytes from the kernel", e))
             .and_then(|name| SocketDir::create(&name[..8]))
@@ -399,8 +404,10 @@ impl Agent {
             drop(listener); // the child has its own copy
             let (child, output) = spawned.map_err(|e| format!("cannot start {argv:?}: {e}"))?;
             if let Some((out, err)) = output {
-                self.forward(out, &controller, addr, rank, LOG_STDOUT);
-                self.forward(err, &controller, addr, rank, LOG_STDERR);
+                self.logs
+                    .forward(out.into(), &controller, addr, rank, LOG_STDOUT);
+                self.logs
+                    .forward(err.into(), &controller, addr, rank, LOG_STDERR);
             }
             self.procs.lock().insert(
                 addr.clone(),
@@ -417,42 +424,6 @@ impl Agent {
         // Only reached when the agent read its secret from a file; the
         // runtime holds it.
         self.rt.job_token().to_string()
-    }
-
-    /// Stream one output pipe of a proc to its controller, line by line
-    /// (read on the process's tokio thread, `monarch_core::background`).
-    fn forward(
-        &self,
-        pipe: impl Into<std::os::fd::OwnedFd>,
-        controller: &str,
-        addr: &str,
-        rank: u64,
-        which: &'static str,
-    ) {
-        let rt = self.rt.clone();
-        let controller = controller.to_string();
-        let addr = addr.to_string();
-        let rank = rank.to_string();
-        // All the lines of one read in one report.
-        let on_lines = move |lines: &[&[u8]]| {
-            let mut parts = vec![addr.as_bytes(), rank.as_bytes(), which.as_bytes()];
-            parts.extend_from_slice(lines);
-            if rt.report(&controller, LOG, &parts).is_err() {
-                // Controller gone: keep draining so the proc never blocks
-                // on a full pipe.
-                use std::io::Write;
-                let mut text = Vec::new();
-                for line in lines {
-                    text.extend_from_slice(
-                        &[b"[rank ", rank.as_bytes(), b"] ", line, b"\n"].concat(),
-                    );
-                }
-                let _ = std::io::stderr().write_all(&text);
-            }
-        };
-        if let Err(e) = monarch_core::background::for_each_line(pipe.into(), on_lines, || {}) {
-            tracing::warn!(error = %e, "proc output is not forwarded");
-        }
     }
 
     fn kill(&self, parts: &[Vec<u8>]) {

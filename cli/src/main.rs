@@ -14,6 +14,7 @@ mod actor_threads;
 mod answer;
 mod debug;
 mod host;
+mod log_forward;
 mod plugin;
 mod top;
 mod top_rows;

@@ -47,52 +47,147 @@ pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) -> Result<()> {
 /// also when it has none); then `on_end` runs once, at end of file or on a
 /// read error. Batches let a consumer write many lines with one system
 /// call. `on_lines` runs on the tokio thread: while it blocks, no other
-/// pipe is read.
+/// pipe is read (a consumer that may block uses [`for_each_line_into`]).
 pub fn for_each_line(
     fd: OwnedFd,
     mut on_lines: impl FnMut(&[&[u8]]) + Send + 'static,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Result<()> {
     spawn(async move {
-        // Registered with the reactor from inside the runtime.
-        match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-            Ok(mut pipe) => {
-                // Bytes read and not handed on yet: the start of a line.
-                let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
-                loop {
-                    buf.reserve(READ_SIZE);
-                    let had = buf.len();
-                    match pipe.read_buf(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    // Only the new bytes can end a line.
-                    let Some(end) = buf[had..].iter().rposition(|&b| b == b'\n') else {
-                        continue;
-                    };
-                    let end = had + end;
-                    let mut lines: Vec<&[u8]> = Vec::new();
-                    for line in buf[..end].split(|&b| b == b'\n') {
-                        lines.push(line);
-                        if lines.len() == MAX_BATCH {
-                            on_lines(&lines);
-                            lines.clear();
-                        }
-                    }
-                    if !lines.is_empty() {
-                        on_lines(&lines);
-                    }
-                    drop(lines);
-                    buf.drain(..=end);
-                }
-                if !buf.is_empty() {
-                    on_lines(&[&buf]);
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot watch an output pipe"),
-        }
+        read_lines(fd, |lines| {
+            on_lines(lines);
+            std::future::ready(())
+        })
+        .await;
         on_end();
     })
+}
+
+/// Like [`for_each_line`], but each batch is made into an item by `batch`
+/// and queued on `sink`, whose own thread consumes it: a consumer that
+/// blocks (a peer that stopped reading) holds up only the pipes that feed
+/// its sink. While the sink is full, those pipes are not read, so their
+/// writers wait (nothing is dropped).
+pub fn for_each_line_into<T: Send + 'static>(
+    fd: OwnedFd,
+    sink: Sink<T>,
+    mut batch: impl FnMut(&[&[u8]]) -> T + Send + 'static,
+) -> Result<()> {
+    spawn(async move {
+        read_lines(fd, |lines| {
+            let (item, tx) = (batch(lines), sink.tx.clone());
+            async move {
+                // Err: the consumer is gone; the lines have nowhere to go.
+                let _ = tx.send(item).await;
+            }
+        })
+        .await;
+    })
+}
+
+/// Read `fd` to its end, handing on lines as [`for_each_line`] says and
+/// awaiting what `on_lines` returns before reading on.
+async fn read_lines<F: Future<Output = ()>>(fd: OwnedFd, mut on_lines: impl FnMut(&[&[u8]]) -> F) {
+    // Registered with the reactor from inside the runtime.
+    let mut pipe = match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+        Ok(pipe) => pipe,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch an output pipe");
+            return;
+        }
+    };
+    // Bytes read and not handed on yet: the start of a line.
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_SIZE);
+    loop {
+        buf.reserve(READ_SIZE);
+        let had = buf.len();
+        match pipe.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        // Only the new bytes can end a line.
+        let Some(end) = buf[had..].iter().rposition(|&b| b == b'\n') else {
+            continue;
+        };
+        let end = had + end;
+        let mut pending = Vec::new();
+        {
+            let mut lines: Vec<&[u8]> = Vec::new();
+            for line in buf[..end].split(|&b| b == b'\n') {
+                lines.push(line);
+                if lines.len() == MAX_BATCH {
+                    pending.push(on_lines(&lines));
+                    lines.clear();
+                }
+            }
+            if !lines.is_empty() {
+                pending.push(on_lines(&lines));
+            }
+        }
+        for f in pending {
+            f.await;
+        }
+        buf.drain(..=end);
+    }
+    if !buf.is_empty() {
+        on_lines(&[&buf]).await;
+    }
+}
+
+/// A queue of items for one consumer that runs on a thread of its own
+/// (e.g. the log reports for one controller, written to its socket):
+/// producers on the tokio thread wait while it is full. The thread ends
+/// once every `Sink` (clone) of it is dropped and the queue is empty.
+pub struct Sink<T> {
+    tx: tokio::sync::mpsc::Sender<T>,
+}
+
+impl<T> Clone for Sink<T> {
+    fn clone(&self) -> Self {
+        Sink {
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+/// A [`Sink`] that does not keep its thread alive (see [`Sink::downgrade`]).
+pub struct WeakSink<T> {
+    tx: tokio::sync::mpsc::WeakSender<T>,
+}
+
+impl<T: Send + 'static> Sink<T> {
+    /// A sink whose items `consume` gets, in order, on a new thread named
+    /// `name`; up to `capacity` items wait in the queue.
+    pub fn new(
+        name: &str,
+        capacity: usize,
+        mut consume: impl FnMut(T) + Send + 'static,
+    ) -> Result<Sink<T>> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                while let Some(item) = rx.blocking_recv() {
+                    consume(item);
+                }
+            })
+            .map_err(|e| Error::io("cannot start a sink thread", e))?;
+        Ok(Sink { tx })
+    }
+
+    /// A handle that gives this sink back while any `Sink` of it lives.
+    pub fn downgrade(&self) -> WeakSink<T> {
+        WeakSink {
+            tx: self.tx.downgrade(),
+        }
+    }
+}
+
+impl<T> WeakSink<T> {
+    /// The sink, unless its last `Sink` is gone (its thread then ends).
+    pub fn upgrade(&self) -> Option<Sink<T>> {
+        self.tx.upgrade().map(|tx| Sink { tx })
+    }
 }
 
 /// How much is read from a pipe at once.
@@ -201,5 +296,66 @@ mod tests {
             got.push(line);
         }
         assert_eq!(got, vec![long, b"short".to_vec()]);
+    }
+
+    #[test]
+    fn a_blocked_sink_holds_up_only_the_pipes_that_feed_it() {
+        // Sink A's consumer blocks until `release` says go; sink B's does not.
+        let (release, gate) = mpsc::channel::<()>();
+        let (got_a, rx_a) = mpsc::channel();
+        let (got_b, rx_b) = mpsc::channel();
+        let mut released = false;
+        let a = Sink::new("test-sink-a", 2, move |lines: Vec<Vec<u8>>| {
+            if !released {
+                released = gate.recv().is_ok();
+            }
+            for l in lines {
+                got_a.send(l).unwrap();
+            }
+        })
+        .unwrap();
+        let b = Sink::new("test-sink-b", 2, move |lines: Vec<Vec<u8>>| {
+            for l in lines {
+                got_b.send(l).unwrap();
+            }
+        })
+        .unwrap();
+        let weak = a.downgrade();
+        let own = |lines: &[&[u8]]| lines.iter().map(|l| l.to_vec()).collect::<Vec<_>>();
+        let (ra, mut wa) = std::io::pipe().unwrap();
+        let (rb, mut wb) = std::io::pipe().unwrap();
+        for_each_line_into(ra.into(), a, own).unwrap();
+        for_each_line_into(rb.into(), b, own).unwrap();
+        // A's writer fills its sink's queue and then its pipe, and blocks:
+        // on a thread of its own.
+        let writer = std::thread::spawn(move || {
+            for i in 0..200_000 {
+                writeln!(wa, "a{i}").unwrap();
+            }
+        });
+        for i in 0..100 {
+            writeln!(wb, "b{i}").unwrap();
+            assert_eq!(rx_b.recv().unwrap(), format!("b{i}").into_bytes());
+        }
+        assert!(
+            !writer.is_finished(),
+            "A's writer should wait on its full pipe"
+        );
+        drop(wb);
+        // Released, every line of A arrives, in order.
+        release.send(()).unwrap();
+        writer.join().unwrap();
+        for i in 0..200_000 {
+            assert_eq!(rx_a.recv().unwrap(), format!("a{i}").into_bytes());
+        }
+        // Its pipe closed: nothing holds sink A now (its thread ends).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while weak.upgrade().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sink outlived its pipes"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }

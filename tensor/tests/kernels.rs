@@ -175,7 +175,10 @@ fn bitwise_ops_take_integers_and_bool_only() {
             let p = v.as_mut_ptr() as *mut u8;
             let e = unsafe { combine(dtype, op, p, p.add(8), 1) }.unwrap_err();
             assert_eq!(e.kind, ErrorKind::InvalidArgument);
-            assert!(e.message.contains(op.name()) && e.message.contains(dtype.name()), "{e:?}");
+            assert!(
+                e.message.contains(op.name()) && e.message.contains(dtype.name()),
+                "{e:?}"
+            );
             assert!(unsafe { finish(dtype, op, p, 1, 2) }.is_err());
         }
     }

@@ -304,3 +304,19 @@ class HostProbe(Actor):
     def say(self, text):
         print(text)
         return current_rank().rank
+
+
+class Chatty(Actor):
+    """For test_hosts.py: prints numbered lines without end."""
+
+    @endpoint
+    def chatter(self, prefix):
+        import threading
+
+        def go():
+            i = 0
+            while True:
+                print(f"{prefix} {i}", flush=True)
+                i += 1
+
+        threading.Thread(target=go, daemon=True).start()

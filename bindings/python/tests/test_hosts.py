@@ -3,10 +3,13 @@ attached with monarch.job.HostListJob; procs across them, slicing, logs
 streamed back with rank prefixes and aggregation, host loss."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import textwrap
 import time
 
 import pytest
@@ -17,14 +20,19 @@ from monarch.job import HostListJob, job_secret
 
 
 class Agent:
-    def __init__(self, secret, listen="127.0.0.1:0"):
+    def __init__(self, secret, listen="127.0.0.1:0", env=None):
         # The agent's own log goes to a file that teardown prints, so that a
         # failing test shows what the agent saw (pytest's capture of the
         # fixture's setup would swallow it).
         self.log = tempfile.TemporaryFile(mode="w+")
         self.p = subprocess.Popen(
             [monarch_binary(), "host", "--listen", listen],
-            env={**os.environ, "MONARCH_JOB_TOKEN": secret, "MONARCH_LOG": os.environ.get("MONARCH_LOG", "info")},
+            env={
+                **os.environ,
+                "MONARCH_JOB_TOKEN": secret,
+                "MONARCH_LOG": os.environ.get("MONARCH_LOG", "info"),
+                **(env or {}),
+            },
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
@@ -262,6 +270,73 @@ def test_an_agent_on_a_port_a_stopped_proc_used_is_a_new_peer(agents, end):
         assert [v[1] for _, v in am2.whoami.call().get(timeout=60).items()] != [pid]
     finally:
         pm2.stop().get(timeout=60)
+
+
+CHATTY_CONTROLLER = """
+    import sys, time
+    from actors import Chatty
+    from monarch.actor import HostMesh
+
+    pm = HostMesh.attach([sys.argv[1]]).spawn_procs(per_host={"gpus": 1})
+    pm.spawn("chatty", Chatty).chatter.call("chatty line").get(timeout=60)
+    time.sleep(600)
+"""
+
+
+def _chatty_lines(path):
+    text = path.read_text()
+    text = text[: text.rfind("\n") + 1]  # not a line still being written
+    return [int(m) for m in re.findall(r"^\[rank 0\] chatty line (\d+)$", text, re.M)]
+
+
+def test_a_stopped_controller_holds_up_only_its_own_procs_output(capfd, tmp_path):
+    """One agent, two controllers. The first one's proc prints without end,
+    and the controller stops reading (SIGSTOP). The agent still answers the
+    second controller, whose procs' output still streams; the stopped
+    one's proc waits on its full pipe and, once its controller resumes,
+    every line arrives, none dropped. (The agent's TCP timeout is long, so
+    the stopped controller is not declared lost meanwhile.)"""
+    agent = Agent(job_secret(), env={"MONARCH_TCP_TIMEOUT_MS": "600000"})
+    out_path = tmp_path / "chatty.out"
+    env = dict(os.environ, MONARCH_JOB_TOKEN=job_secret())
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(__file__), *sys.path])
+    with open(out_path, "w") as out:
+        chatty = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(CHATTY_CONTROLLER), agent.addr],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    pm = None
+    try:
+        deadline = time.time() + 60
+        while len(_chatty_lines(out_path)) < 1000:
+            assert chatty.poll() is None and time.time() < deadline, out_path.read_text()[-2000:]
+            time.sleep(0.1)
+        chatty.send_signal(signal.SIGSTOP)
+        time.sleep(1)  # the agent's socket to it fills up
+        pm = HostMesh.attach([agent.addr]).spawn_procs(per_host={"gpus": 1})
+        am = pm.spawn("probe", HostProbe)
+        am.say.call("the other controller's proc speaks").get(timeout=60)
+        assert "[rank 0] the other controller's proc speaks" in _wait_for_lines(
+            capfd, ["the other controller's proc speaks"]
+        )
+        held = len(_chatty_lines(out_path))
+        chatty.send_signal(signal.SIGCONT)
+        deadline = time.time() + 60
+        while len(_chatty_lines(out_path)) < held + 10000:
+            assert time.time() < deadline, "the resumed controller gets no more lines"
+            time.sleep(0.1)
+    finally:
+        chatty.send_signal(signal.SIGCONT)
+        chatty.kill()
+        chatty.wait()
+        if pm is not None:
+            pm.stop().get(timeout=60)
+        agent.stop()
+        agent.log.close()
+    got = _chatty_lines(out_path)
+    assert got == list(range(len(got))), "lines were lost or reordered"
 
 
 def test_local_proc_output_gets_rank_prefix(capfd):

@@ -261,15 +261,18 @@ impl Inner {
         }
     }
 
-    /// Write batched frames (those batched for at least `min_age`, or all;
-    /// the I/O thread passes an age, and never waits for a writer lock).
+    /// Write batched frames (those batched for at least `min_age`, or all)
+    /// as far as the sockets take them. Never waits for a writer lock: its
+    /// holder writes the batched frames before its own, and it may be stuck
+    /// on a peer that stopped reading (a SIGSTOPped controller), which must
+    /// not stop this thread from serving the others.
     pub(super) fn flush_deferred(self: &Arc<Self>, min_age: Option<Duration>) {
         if !self.deferred.swap(false, Ordering::SeqCst) {
             return;
         }
         let mut left = false;
         for conn in self.conn_list() {
-            match conn.flush(min_age, min_age.is_none()) {
+            match conn.flush(min_age, false) {
                 Ok(more) => left |= more,
                 // The reader side notices the broken connection.
                 Err(e) => tracing::debug!(peer = %conn.peer, error = %e, "flush failed"),
@@ -277,6 +280,10 @@ impl Inner {
         }
         if left {
             self.deferred.store(true, Ordering::SeqCst);
+            if min_age.is_none() {
+                // What is left goes out from the I/O thread.
+                self.io.kick.signal();
+            }
         }
     }
 
