@@ -205,8 +205,10 @@ impl Conn {
     /// Write frames buffered for at least `min_age` (all if None), as far
     /// as the socket takes them **without blocking**; the rest stays
     /// buffered. Returns whether frames remain buffered. With `wait` false,
-    /// a writer lock held by another thread means "skip" (that thread is
-    /// writing, and writes send the buffered frames first).
+    /// a writer lock held by another thread means "skip", and false: that
+    /// thread sees to the buffered frames (a write sends them before its
+    /// own; a thread buffering a frame, or another flush that leaves some,
+    /// marks them for the I/O thread once it lets go of the lock).
     ///
     /// Never blocking here matters: the threads that flush (a thread about
     /// to wait, the I/O thread) may be the ones that must read next, so the
@@ -217,7 +219,7 @@ impl Conn {
         } else {
             match self.writer.try_lock() {
                 Some(w) => w,
-                None => return Ok(true),
+                None => return Ok(false),
             }
         };
         let Some(since) = w.pending_since else {
