@@ -37,7 +37,7 @@ use monarch_core::runtime::{
 };
 use monarch_core::{ErrorKind, Event, EventKind, Runtime};
 
-use crate::log_forward::LogForwarder;
+use crate::reports::{forward, Report, ReportQueues, Reports};
 
 /// Parsed command line of `monarch host`.
 pub struct Args {
@@ -118,6 +118,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 struct Proc {
     child: Arc<Child>,
     controller: String,
+    /// Its controller's report queue.
+    reports: Reports,
 }
 
 struct Agent {
@@ -133,8 +135,8 @@ struct Agent {
     heartbeats_checked: Mutex<Instant>,
     /// Where our procs also listen on Unix sockets (0700; removed on exit).
     socket_dir: Option<SocketDir>,
-    /// Streams procs' output to their controllers.
-    logs: LogForwarder,
+    /// Each controller's queue of reports (output, exits, hung procs).
+    reports: ReportQueues,
 }
 
 /// The job secret from --secret-file or the environment, refused when
@@ -228,7 +230,7 @@ pub fn run(args: &Args) -> ExitCode {
         prepared: Mutex::new(HashMap::new()),
         procs: Arc::new(Mutex::new(HashMap::new())),
         heartbeats_checked: Mutex::new(Instant::now()),
-        logs: LogForwarder::new(rt.clone()),
+        reports: ReportQueues::new(rt.clone()),
         socket_dir: monarch_core::random::hex128()
             .map_err(|e| monarch_core::Error::io("no random bytes from the kernel", e))
             .and_then(|name| SocketDir::create(&name[..8]))
@@ -369,8 +371,11 @@ impl Agent {
                 // procs read it (their environment).
                 child_env.push((ENV_JOB_TOKEN.into(), self.secret_for_child()));
             }
-            let rt = self.rt.clone();
-            let ctrl = controller.clone();
+            let reports = self
+                .reports
+                .of(&controller)
+                .map_err(|e| format!("cannot start a report queue: {e}"))?;
+            let exit_reports = reports.clone();
             let procs = self.procs.clone();
             let spawned = spawn_child_with(
                 &argv,
@@ -388,32 +393,30 @@ impl Agent {
                         ExitInfo::Code(c) => (EXIT_CODE, c),
                         ExitInfo::Signal(s) => (EXIT_SIGNAL, s),
                     };
-                    let n = n.to_string();
-                    let _ = rt.report(
-                        &ctrl,
-                        EXIT,
-                        &[
-                            child.addr.as_bytes(),
-                            how.as_bytes(),
-                            kind.as_bytes(),
-                            n.as_bytes(),
+                    // Queued: the reaper never waits for a controller.
+                    exit_reports.send_now(Report::Event {
+                        method: EXIT,
+                        parts: vec![
+                            child.addr.clone().into_bytes(),
+                            how.into_bytes(),
+                            kind.as_bytes().to_vec(),
+                            n.to_string().into_bytes(),
                         ],
-                    );
+                    });
                 },
             );
             drop(listener); // the child has its own copy
             let (child, output) = spawned.map_err(|e| format!("cannot start {argv:?}: {e}"))?;
             if let Some((out, err)) = output {
-                self.logs
-                    .forward(out.into(), &controller, addr, rank, LOG_STDOUT);
-                self.logs
-                    .forward(err.into(), &controller, addr, rank, LOG_STDERR);
+                forward(out.into(), reports.clone(), addr, rank, LOG_STDOUT);
+                forward(err.into(), reports.clone(), addr, rank, LOG_STDERR);
             }
             self.procs.lock().insert(
                 addr.clone(),
                 Proc {
                     child,
                     controller: controller.clone(),
+                    reports,
                 },
             );
         }
@@ -474,9 +477,10 @@ impl Agent {
         for addr in hung {
             if let Some(p) = procs.get(&addr) {
                 tracing::warn!(%addr, "proc stopped answering heartbeats; reporting it");
-                let _ = self
-                    .rt
-                    .report(&p.controller, HUNG, &[addr.as_bytes(), how.as_bytes()]);
+                p.reports.send_now(Report::Event {
+                    method: HUNG,
+                    parts: vec![addr.into_bytes(), how.clone().into_bytes()],
+                });
             }
         }
     }

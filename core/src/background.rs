@@ -75,11 +75,8 @@ pub fn for_each_line_into<T: Send + 'static>(
 ) -> Result<()> {
     spawn(async move {
         read_lines(fd, |lines| {
-            let (item, tx) = (batch(lines), sink.tx.clone());
-            async move {
-                // Err: the consumer is gone; the lines have nowhere to go.
-                let _ = tx.send(item).await;
-            }
+            let (item, sink) = (batch(lines), sink.clone());
+            async move { sink.send(item).await }
         })
         .await;
     })
@@ -135,50 +132,80 @@ async fn read_lines<F: Future<Output = ()>>(fd: OwnedFd, mut on_lines: impl FnMu
 }
 
 /// A queue of items for one consumer that runs on a thread of its own
-/// (e.g. the log reports for one controller, written to its socket):
-/// producers on the tokio thread wait while it is full. The thread ends
-/// once every `Sink` (clone) of it is dropped and the queue is empty.
+/// (e.g. the reports for one controller, written to its socket). Items
+/// sent with [`Sink::send`] (from the tokio thread) wait while `capacity`
+/// of them are queued; [`Sink::send_now`] never waits (for rare items that
+/// must not be held up, such as a proc's exit). The thread ends once every
+/// `Sink` (clone) of it is dropped and the queue is empty.
 pub struct Sink<T> {
-    tx: tokio::sync::mpsc::Sender<T>,
+    inner: std::sync::Arc<SinkInner<T>>,
+}
+
+struct SinkInner<T> {
+    tx: std::sync::mpsc::Sender<(T, bool)>,
+    /// Room for items sent with `send`; the consumer gives it back.
+    room: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl<T> Clone for Sink<T> {
     fn clone(&self) -> Self {
         Sink {
-            tx: self.tx.clone(),
+            inner: self.inner.clone(),
         }
     }
 }
 
 /// A [`Sink`] that does not keep its thread alive (see [`Sink::downgrade`]).
 pub struct WeakSink<T> {
-    tx: tokio::sync::mpsc::WeakSender<T>,
+    inner: std::sync::Weak<SinkInner<T>>,
 }
 
 impl<T: Send + 'static> Sink<T> {
     /// A sink whose items `consume` gets, in order, on a new thread named
-    /// `name`; up to `capacity` items wait in the queue.
+    /// `name`; up to `capacity` items sent with `send` wait in the queue.
     pub fn new(
         name: &str,
         capacity: usize,
         mut consume: impl FnMut(T) + Send + 'static,
     ) -> Result<Sink<T>> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        let (tx, rx) = std::sync::mpsc::channel::<(T, bool)>();
+        let room = std::sync::Arc::new(tokio::sync::Semaphore::new(capacity.max(1)));
+        let given_back = room.clone();
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                while let Some(item) = rx.blocking_recv() {
+                while let Ok((item, counted)) = rx.recv() {
                     consume(item);
+                    if counted {
+                        given_back.add_permits(1);
+                    }
                 }
             })
             .map_err(|e| Error::io("cannot start a sink thread", e))?;
-        Ok(Sink { tx })
+        Ok(Sink {
+            inner: std::sync::Arc::new(SinkInner { tx, room }),
+        })
+    }
+
+    /// Queue `item`, waiting while the queue is full.
+    pub async fn send(&self, item: T) {
+        // The semaphore is never closed.
+        if let Ok(permit) = self.inner.room.acquire().await {
+            permit.forget();
+        }
+        // Err: the consumer thread is gone (it panicked); nowhere to go.
+        let _ = self.inner.tx.send((item, true));
+    }
+
+    /// Queue `item` at once, whatever the queue holds.
+    pub fn send_now(&self, item: T) {
+        let _ = self.inner.tx.send((item, false));
     }
 
     /// A handle that gives this sink back while any `Sink` of it lives.
     pub fn downgrade(&self) -> WeakSink<T> {
         WeakSink {
-            tx: self.tx.downgrade(),
+            inner: std::sync::Arc::downgrade(&self.inner),
         }
     }
 }
@@ -186,7 +213,7 @@ impl<T: Send + 'static> Sink<T> {
 impl<T> WeakSink<T> {
     /// The sink, unless its last `Sink` is gone (its thread then ends).
     pub fn upgrade(&self) -> Option<Sink<T>> {
-        self.tx.upgrade().map(|tx| Sink { tx })
+        self.inner.upgrade().map(|inner| Sink { inner })
     }
 }
 
@@ -321,6 +348,7 @@ mod tests {
         })
         .unwrap();
         let weak = a.downgrade();
+        let a_now = a.clone();
         let own = |lines: &[&[u8]]| lines.iter().map(|l| l.to_vec()).collect::<Vec<_>>();
         let (ra, mut wa) = std::io::pipe().unwrap();
         let (rb, mut wb) = std::io::pipe().unwrap();
@@ -342,12 +370,20 @@ mod tests {
             "A's writer should wait on its full pipe"
         );
         drop(wb);
+        // An item sent now does not wait for the full queue.
+        a_now.send_now(vec![b"now".to_vec()]);
+        drop(a_now);
         // Released, every line of A arrives, in order.
         release.send(()).unwrap();
         writer.join().unwrap();
-        for i in 0..200_000 {
-            assert_eq!(rx_a.recv().unwrap(), format!("a{i}").into_bytes());
-        }
+        let mut got: Vec<Vec<u8>> = (0..200_001).map(|_| rx_a.recv().unwrap()).collect();
+        let now = got
+            .iter()
+            .position(|l| l == b"now")
+            .expect("the item sent now arrives");
+        got.remove(now);
+        let want: Vec<Vec<u8>> = (0..200_000).map(|i| format!("a{i}").into_bytes()).collect();
+        assert!(got == want, "A's lines arrive whole and in order");
         // Its pipe closed: nothing holds sink A now (its thread ends).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while weak.upgrade().is_some() {
