@@ -190,7 +190,13 @@ pub unsafe extern "C" fn monarch_tensor_reduce_chunk_push(
         } else {
             std::slice::from_raw_parts(results, n)
                 .iter()
-                .map(|&h| if h.is_null() { Ok(None) } else { get(h).map(Some) })
+                .map(|&h| {
+                    if h.is_null() {
+                        Ok(None)
+                    } else {
+                        get(h).map(Some)
+                    }
+                })
                 .collect::<Result<Vec<_>, Fail>>()?
         };
         let mut flags = vec![false; bufs.len()];

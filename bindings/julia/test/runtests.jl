@@ -341,6 +341,9 @@ end
             @test a[[1, 2, 4]] == Float32[2, 0, 2.5]
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, 99, pointer(a), pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, C_NULL, pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
+            # A chunk reduce writing into peers' results needs members.
+            @test C.monarch_tensor_reduce_chunk_push(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, C_NULL, C_NULL, 0, 0,
+                                                     pointer(a), length(a), C_NULL, C_NULL) == C.MONARCH_ERR_INVALID_ARGUMENT
         end
     end
 
