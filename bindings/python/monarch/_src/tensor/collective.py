@@ -295,6 +295,7 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
     peers = [(k, peer) for k, peer in enumerate(group) if k != g]
     direct = [False] * n
     pushed = [False] * n
+    came_pushed: set[int] = set()  # members that pushed their chunk here
     try:
         mine_info = (src_buf, out_buf, str(flat.dtype))
         for _k, peer in peers:
@@ -327,9 +328,11 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
             # ready, unless member k wrote it here.
             gathers = []
             for k, peer in peers:
-                was_pushed = mailbox.take((seq, "ready", k), peer, abort)
+                if mailbox.take((seq, "ready", k), peer, abort):
+                    came_pushed.add(k)
+                    continue
                 a, b = bounds[k], bounds[k + 1]
-                if b <= a or was_pushed:
+                if b <= a:
                     continue
                 if direct[k]:
                     plane.read_member(theirs[k][1], a * esize, out[a:b])
@@ -337,10 +340,16 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
                     gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
             for f in gathers:
                 f.get()
-        for _k, peer in peers:
-            ports[peer].send(((seq, "done", g), None))
+        # "done": this member no longer touches the peer's memory. Not
+        # needed where chunks were pushed both ways: a member that pushed
+        # into another is not read by it after its "ready", which came
+        # after all its own reads and writes of that member.
         for k, peer in peers:
-            mailbox.take((seq, "done", k), peer, abort)
+            if k not in came_pushed:
+                ports[peer].send(((seq, "done", g), None))
+        for k, peer in peers:
+            if not pushed[k]:
+                mailbox.take((seq, "done", k), peer, abort)
     except SupervisionError as e:
         raise PeerLostError(f"a peer worker is gone (its proc died): {e}") from e
     finally:
