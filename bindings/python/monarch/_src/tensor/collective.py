@@ -257,8 +257,8 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
     every member's tensor in group order (so every member computes
     bit-identical values) into chunk ``g`` of its result, and every other
     chunk of the result comes from the member that computed it. A last
-    exchange makes sure no member still reads or writes this one's memory
-    when it returns. The result is finished (avg divided) here.
+    exchange (where a member reads another's result) makes sure no member
+    still reads or writes this one's memory when it returns. The result is finished (avg divided) here.
 
     The reduce of chunk ``g`` is the tensor plane's
     (``plane.reduce_chunk_push``, in Rust): a same-host peer is read
