@@ -1131,6 +1131,30 @@ monarch_status monarch_tensor_reduce_chunk(uint32_t dtype,
                                            size_t count,
                                            bool *direct);
 
+// `monarch_tensor_reduce_chunk` that also writes each finished block of
+// the chunk, while it is in cache, at byte `offset` of `results[k]`
+// (member `k`'s result buffer, registered writable; `results` may be
+// NULL, an entry NULL or the caller's own buffer: skipped) for every
+// member `k` that is a same-host peer this process may write, with
+// `process_vm_writev`. `pushed` (NULL, or `n` entries) receives which
+// members got the chunk that way; the others read it themselves. A
+// member's input and result may be the same memory (a reduce in place):
+// each block is read from every member before it is written to any.
+// Member `k` must not read that range of its result until this call
+// returned (the caller's protocol: a message after it). Errors as for
+// `monarch_tensor_reduce_chunk`; a stale result handle is
+// `MONARCH_ERR_INVALID_HANDLE`.
+monarch_status monarch_tensor_reduce_chunk_push(uint32_t dtype,
+                                                uint32_t op,
+                                                const struct monarch_rdma_buffer *const *members,
+                                                const struct monarch_rdma_buffer *const *results,
+                                                size_t n,
+                                                uint64_t offset,
+                                                void *out,
+                                                size_t count,
+                                                bool *direct,
+                                                bool *pushed);
+
 // Copy `len` bytes at byte `offset` of `buf` into `dst`: straight from the
 // owner's memory when it is a same-host peer this process may read, else
 // on the data plane. `*direct` (may be NULL) says which. As for

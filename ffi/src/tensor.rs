@@ -162,6 +162,72 @@ pub unsafe extern "C" fn monarch_tensor_reduce_chunk(
     })
 }
 
+/// `monarch_tensor_reduce_chunk` that also writes each finished block of
+/// the chunk, while it is in cache, at byte `offset` of `results[k]`
+/// (member `k`'s result buffer, registered writable; `results` may be
+/// NULL, an entry NULL or the caller's own buffer: skipped) for every
+/// member `k` that is a same-host peer this process may write, with
+/// `process_vm_writev`. `pushed` (NULL, or `n` entries) receives which
+/// members got the chunk that way; the others read it themselves. A
+/// member's input and result may be the same memory (a reduce in place):
+/// each block is read from every member before it is written to any.
+/// Member `k` must not read that range of its result until this call
+/// returned (the caller's protocol: a message after it). Errors as for
+/// `monarch_tensor_reduce_chunk`; a stale result handle is
+/// `MONARCH_ERR_INVALID_HANDLE`.
+#[no_mangle]
+pub unsafe extern "C" fn monarch_tensor_reduce_chunk_push(
+    dtype: u32,
+    op: u32,
+    members: *const *const monarch_rdma_buffer,
+    results: *const *const monarch_rdma_buffer,
+    n: usize,
+    offset: u64,
+    out: *mut c_void,
+    count: usize,
+    direct: *mut bool,
+    pushed: *mut bool,
+) -> monarch_status {
+    guard(|| {
+        let (dtype, op) = codes(dtype, op)?;
+        let bufs = buffers(members, n)?;
+        let res = if results.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(results, n)
+                .iter()
+                .map(|&h| {
+                    if h.is_null() {
+                        Ok(None)
+                    } else {
+                        get(h).map(Some)
+                    }
+                })
+                .collect::<Result<Vec<_>, Fail>>()?
+        };
+        let mut flags = vec![false; bufs.len()];
+        let mut pushes = vec![false; bufs.len()];
+        tensor::reduce_chunk_push(
+            dtype,
+            op,
+            &bufs,
+            &res,
+            offset,
+            out as *mut u8,
+            count,
+            &mut flags,
+            &mut pushes,
+        )?;
+        if !direct.is_null() {
+            std::slice::from_raw_parts_mut(direct, n).copy_from_slice(&flags);
+        }
+        if !pushed.is_null() {
+            std::slice::from_raw_parts_mut(pushed, n).copy_from_slice(&pushes);
+        }
+        Ok(())
+    })
+}
+
 /// Copy `len` bytes at byte `offset` of `buf` into `dst`: straight from the
 /// owner's memory when it is a same-host peer this process may read, else
 /// on the data plane. `*direct` (may be NULL) says which. As for

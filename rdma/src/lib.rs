@@ -52,7 +52,7 @@ use parking_lot::Mutex;
 
 pub use descriptor::Descriptor;
 pub use registry::registered_count;
-pub use same_host::{host_identity, is_unsupported, read_now};
+pub use same_host::{host_identity, is_unsupported, read_now, write_now};
 
 /// A data-plane backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -133,6 +133,16 @@ pub unsafe fn read_now(pid: u32, remote: u64, local: *mut u8, len: usize) -> io:
     vm_copy(pid, remote, local, len, false)
 }
 
+/// Copy `len` bytes at `local` here to `remote` in process `pid` at once,
+/// not paced: the counterpart of [`read_now`] (the tensor plane writes a
+/// reduced block into peers' results while it is in cache).
+///
+/// # Safety
+/// `local` must be valid for reads of `len` bytes.
+pub unsafe fn write_now(pid: u32, remote: u64, local: *const u8, len: usize) -> io::Result<()> {
+    vm_copy(pid, remote, local as *mut u8, len, true)
+}
+
 /// Copy `len` bytes at `remote` in process `pid` into `local`.
 pub fn read(pid: u32, remote: u64, local: *mut u8, len: usize) -> io::Result<()> {
     copy(pid, remote, local, len, false)

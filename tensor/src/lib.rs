@@ -26,4 +26,4 @@ pub mod reduce;
 
 pub use dtype::{DType, Op};
 pub use kernels::{combine, finish};
-pub use reduce::{read_member, reduce_chunk};
+pub use reduce::{read_member, reduce_chunk, reduce_chunk_push};

@@ -1,7 +1,8 @@
 //! Reading a same-host peer process's memory straight, for the reduce
 //! loop: `process_vm_readv` a cache-sized block at a time, right before
 //! the block is combined (the data plane would copy the whole range into
-//! scratch memory first, then read it again).
+//! scratch memory first, then read it again); and writing a reduced block
+//! into a peer's result (`process_vm_writev`) while it is in cache.
 //!
 //! Same host means the same kernel boot and pid namespace, so the pid in
 //! a buffer's descriptor names the owner. The kernel checks ptrace
@@ -32,7 +33,7 @@ pub struct Peer {
     fd: OwnedFd,
 }
 
-/// Why a read of a peer failed.
+/// Why a read or write of a peer's memory failed.
 #[derive(Debug)]
 pub enum ReadError {
     /// The kernel does not let this process read the peer: use the data
@@ -119,6 +120,42 @@ impl Peer {
             Err(_) if !self.alive() => Err(ReadError::Gone),
             Err(e) if monarch_rdma::is_unsupported(&e) => Err(ReadError::Refused(e)),
             Err(e) => Err(ReadError::Failed(e)),
+        }
+    }
+
+    /// Copy `len` bytes at `from` here to `addr` in the peer.
+    ///
+    /// # Safety
+    /// `from` must be valid for reads of `len` bytes.
+    pub unsafe fn write(
+        &self,
+        addr: u64,
+        from: *const u8,
+        len: usize,
+    ) -> std::result::Result<(), ReadError> {
+        match monarch_rdma::write_now(self.pid, addr, from, len) {
+            Ok(()) => Ok(()),
+            Err(_) if !self.alive() => Err(ReadError::Gone),
+            Err(e) if monarch_rdma::is_unsupported(&e) => Err(ReadError::Refused(e)),
+            Err(e) => Err(ReadError::Failed(e)),
+        }
+    }
+
+    /// [`Peer::write`] with its failures as errors.
+    ///
+    /// # Safety
+    /// As for [`Peer::write`].
+    pub unsafe fn write_or_fail(&self, addr: u64, from: *const u8, len: usize) -> Result<()> {
+        match self.write(addr, from, len) {
+            Ok(()) => Ok(()),
+            Err(ReadError::Gone) => Err(self.gone_error()),
+            Err(ReadError::Refused(e)) | Err(ReadError::Failed(e)) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "writing peer process {} (proc {}): {e}",
+                    self.pid, self.owner
+                ),
+            )),
         }
     }
 

@@ -14,10 +14,14 @@
 //!   same-host backend when the direct read is refused), all such members
 //!   at once, each into scratch memory, then combined block by block.
 //!
-//! The direct reads take no lease from the owner: the caller's protocol
-//! must keep every member's buffer registered until all members are done
-//! (the Python collective exchanges a last "done" message). The peer's
-//! pidfd, checked after the reads, tells a peer that died meanwhile.
+//! [`reduce_chunk_push`] also writes each finished block into the result
+//! buffer of every same-host peer (`process_vm_writev`, from cache), so
+//! they need not read this chunk of the result from here afterwards.
+//!
+//! The direct reads and writes take no lease from the owner: the caller's
+//! protocol must keep every member's buffer registered until all members
+//! are done (the Python collective exchanges a last "done" message). The
+//! peer's pidfd, checked after the reads, tells a peer that died meanwhile.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -29,10 +33,20 @@ use crate::dtype::{DType, Op};
 use crate::kernels::{self, combine_unchecked};
 use crate::peer::{self, Peer};
 
-/// Bytes combined per block: the accumulator and a peer's block stay in
-/// L2 (1 MiB per core here). 256 KiB measured faster than 64 KiB in the
-/// 64 MiB all-reduce (fewer `process_vm_readv` calls).
+/// Bytes per block and source at most: the accumulator and every
+/// member's block read for it stay in L2 together (1 MiB per core here;
+/// the block shrinks as the group grows). Blocks of 256 KiB measured
+/// faster than 64 KiB in the 64 MiB all-reduce (fewer
+/// `process_vm_readv` calls).
 pub const BLOCK_BYTES: usize = 256 << 10;
+
+/// The smallest block per source, for large groups (whose blocks together
+/// no longer fit in L2).
+const MIN_BLOCK_BYTES: usize = 32 << 10;
+
+/// Bytes combined across every source before the next piece: the
+/// accumulator's piece stays in L1 (32 KiB per core here).
+const SUB_BYTES: usize = 8 << 10;
 
 /// Where one member's range is read from.
 enum Source {
@@ -45,7 +59,7 @@ enum Source {
 }
 
 thread_local! {
-    /// Two blocks per thread (the accumulator, a peer's block), kept: a
+    /// Blocks per thread (an accumulator, one per member), kept: a
     /// fresh allocation of this size is an mmap to fault in each time.
     static BLOCKS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
@@ -117,19 +131,54 @@ pub unsafe fn reduce_chunk(
     count: usize,
     direct: &mut [bool],
 ) -> Result<()> {
+    reduce_chunk_push(dtype, op, members, &[], offset, out, count, direct, &mut [])
+}
+
+/// [`reduce_chunk`] that also writes each finished block, while it is in
+/// cache, at byte `offset` of `results[k]` (member `k`'s result buffer,
+/// registered writable) for every member `k` that is a same-host peer this
+/// process may write: that member then has this chunk of the result
+/// without reading it (`pushed[k]` says which). `results` is empty or has
+/// one entry per member (None, or the owner's own buffer: skipped);
+/// `pushed` is empty or has one entry per member.
+///
+/// Member `k`'s range read here and the range written there may be the
+/// same memory (a reduce in place): each block is read from every member
+/// before it is written to any. Like the reads, the writes take no lease:
+/// the caller's protocol keeps the buffers registered, and member `k` must
+/// not read that range of its result until this call returned here.
+///
+/// # Safety
+/// As for [`reduce_chunk`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_chunk_push(
+    dtype: DType,
+    op: Op,
+    members: &[Arc<Buffer>],
+    results: &[Option<Arc<Buffer>>],
+    offset: u64,
+    out: *mut u8,
+    count: usize,
+    direct: &mut [bool],
+    pushed: &mut [bool],
+) -> Result<()> {
     // Validates (dtype, op), out's pointer and alignment.
     kernels::combine(dtype, op, out, out, 0)?;
     let n = members.len();
     if n == 0 {
         return Err(Error::invalid("a reduce needs at least one member"));
     }
-    if !direct.is_empty() && direct.len() != n {
-        return Err(Error::invalid(format!(
-            "{} direct flags for {n} members",
-            direct.len()
-        )));
+    for (what, len) in [
+        ("direct flags", direct.len()),
+        ("result buffers", results.len()),
+        ("pushed flags", pushed.len()),
+    ] {
+        if len != 0 && len != n {
+            return Err(Error::invalid(format!("{len} {what} for {n} members")));
+        }
     }
     direct.iter_mut().for_each(|d| *d = false);
+    pushed.iter_mut().for_each(|d| *d = false);
     let es = dtype.size();
     let bytes = count
         .checked_mul(es)
@@ -151,6 +200,12 @@ pub unsafe fn reduce_chunk(
         sources.push(source(b, k, offset, dtype)?);
     }
     read_on_data_plane(members, &mut sources, offset, bytes)?;
+    let mut targets = Vec::new();
+    for (k, r) in results.iter().enumerate() {
+        if let Some(t) = push_target(r.as_deref(), k, offset, bytes)? {
+            targets.push((k, t));
+        }
+    }
 
     // The accumulator is `out` itself unless `out` overlaps a local member
     // range (read while the result is written).
@@ -159,39 +214,56 @@ pub unsafe fn reduce_chunk(
         Source::Local(p) => (*p as usize) < o1 && o0 < *p as usize + bytes,
         _ => false,
     });
-    let block = (BLOCK_BYTES / es).min(count);
+    // Bytes per block and source: the accumulator and every member's
+    // block read here stay in L2 together.
+    let per = (BLOCK_BYTES * 4 / (n + 1)).clamp(MIN_BLOCK_BYTES, BLOCK_BYTES) / es;
+    let block = per.min(count);
+    let stride = words(block * es);
     BLOCKS.with(|cell| -> Result<()> {
         let mut blocks = cell.borrow_mut();
-        if blocks.len() < 2 * words(BLOCK_BYTES) {
-            blocks.resize(2 * words(BLOCK_BYTES), 0);
+        if blocks.len() < (n + 1) * stride {
+            blocks.resize((n + 1) * stride, 0);
         }
-        let (acc_buf, tmp_buf) = blocks.split_at_mut(words(BLOCK_BYTES));
-        let (acc_buf, tmp) = (
-            acc_buf.as_mut_ptr() as *mut u8,
-            tmp_buf.as_mut_ptr() as *mut u8,
-        );
+        let base = blocks.as_mut_ptr();
+        // Block 0 accumulates when `out` overlaps this member's range;
+        // block k + 1 holds member k's block when it is read into here.
+        let buf = |k: usize| base.add(k * stride) as *mut u8;
+        let mut srcs: Vec<*const u8> = vec![std::ptr::null(); n];
         let mut b0 = 0;
         while b0 < count {
             let m = block.min(count - b0);
             let at = b0 * es;
-            let acc = if overlaps { acc_buf } else { out.add(at) };
+            let acc = if overlaps { buf(0) } else { out.add(at) };
             for (k, s) in sources.iter().enumerate() {
-                let into = if k == 0 { acc } else { tmp };
-                let src: *const u8 = match s {
+                srcs[k] = match s {
                     Source::Local(p) => p.add(at),
                     Source::Scratch(v) => (v.as_ptr() as *const u8).add(at),
                     Source::Direct(p, addr) => {
+                        // The first member straight into the accumulator.
+                        let into = if k == 0 { acc } else { buf(k + 1) };
                         p.read_or_fail(addr + at as u64, into, m * es)?;
                         into
                     }
                 };
-                if k == 0 {
-                    if !std::ptr::eq(src, acc) {
-                        std::ptr::copy_nonoverlapping(src, acc, m * es);
-                    }
-                } else {
-                    combine_unchecked(dtype, op, acc, src, m);
+            }
+            // Every source combined a piece at a time, so the
+            // accumulator's piece stays in L1 across the members.
+            let sub = (SUB_BYTES / es).max(1);
+            let mut i = 0;
+            while i < m {
+                let c = sub.min(m - i);
+                let o = i * es;
+                if !std::ptr::eq(srcs[0], acc) {
+                    std::ptr::copy_nonoverlapping(srcs[0].add(o), acc.add(o), c * es);
                 }
+                for s in &srcs[1..] {
+                    combine_unchecked(dtype, op, acc.add(o), s.add(o), c);
+                }
+                i += c;
+            }
+            kernels::finish(dtype, op, acc, m, n as u32)?;
+            for (_, (p, addr)) in &targets {
+                p.write_or_fail(addr + at as u64, acc, m * es)?;
             }
             if overlaps {
                 std::ptr::copy_nonoverlapping(acc, out.add(at), m * es);
@@ -208,7 +280,31 @@ pub unsafe fn reduce_chunk(
             }
         }
     }
-    kernels::finish(dtype, op, out, count, n as u32)
+    for (k, (p, _)) in &targets {
+        p.check()?;
+        if let Some(d) = pushed.get_mut(*k) {
+            *d = true;
+        }
+    }
+    Ok(())
+}
+
+/// The peer and address to write this chunk of member `k`'s result
+/// buffer `r` to, when it is a same-host peer's, registered writable and
+/// this process may write it; else None (the member reads the chunk).
+fn push_target(
+    r: Option<&Buffer>,
+    k: usize,
+    offset: u64,
+    bytes: usize,
+) -> Result<Option<(Arc<Peer>, u64)>> {
+    let Some(b) = r else { return Ok(None) };
+    if b.is_owner() || !b.is_registered() || !b.descriptor().writable {
+        return Ok(None);
+    }
+    check_member_range(b, k, offset, bytes)?;
+    let d = b.descriptor();
+    Ok(peer::for_buffer(d, d.addr + offset)?.map(|p| (p, d.addr + offset)))
 }
 
 /// Fill the scratch of every member read on the data plane: all of them

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use monarch_core::ErrorKind;
 use monarch_rdma::{self as rdma, Buffer};
 use monarch_tensor::peer::Peer;
-use monarch_tensor::{read_member, reduce_chunk, DType, Op};
+use monarch_tensor::{read_member, reduce_chunk, reduce_chunk_push, DType, Op};
 
 #[path = "../../rdma/tests/common/mod.rs"]
 mod common;
@@ -45,6 +45,31 @@ fn reduce(
         )
     }?;
     Ok(direct)
+}
+
+/// [`reduce_chunk_push`] of `len` u8 sums at `offset` into `out`: (direct,
+/// pushed) per member.
+fn reduce_push(
+    members: &[Arc<Buffer>],
+    results: &[Option<Arc<Buffer>>],
+    offset: u64,
+    out: &mut [u8],
+) -> monarch_core::Result<(Vec<bool>, Vec<bool>)> {
+    let (mut direct, mut pushed) = (vec![false; members.len()], vec![false; members.len()]);
+    unsafe {
+        reduce_chunk_push(
+            DType::U8,
+            Op::Sum,
+            members,
+            results,
+            offset,
+            out.as_mut_ptr(),
+            out.len(),
+            &mut direct,
+            &mut pushed,
+        )
+    }?;
+    Ok((direct, pushed))
 }
 
 // One test: `MONARCH_RDMA_BACKEND` (which turns the direct reads off) is
@@ -105,13 +130,60 @@ fn members_are_combined_in_group_order_straight_or_on_the_data_plane() {
     .unwrap();
     assert!(mine[off..off + len] == want[..], "in-place sum differs");
 
-    // On the data plane: same bits, nobody read straight.
+    // Pushed: every finished block also written into the peers' results,
+    // here their inputs themselves (a reduce in place): each block is read
+    // from every member before it is written, so they hold the sum of
+    // what was there.
+    let (pb, pc) = (
+        Owner::start(OWNER_VAR, SIZE, |_| {}),
+        Owner::start(OWNER_VAR, SIZE, |_| {}),
+    );
+    let pushers = vec![own.clone(), pb.handle(), pc.handle()];
+    let results = vec![Some(own.clone()), Some(pb.handle()), Some(pc.handle())];
+    let want_p: Vec<u8> = (off..off + len)
+        .map(|i| mine[i].wrapping_add(pattern(i)).wrapping_add(pattern(i)))
+        .collect();
+    let mut outp = vec![0u8; len];
+    let (direct, pushed) = reduce_push(&pushers, &results, off as u64, &mut outp).unwrap();
+    assert_eq!(
+        (direct, pushed),
+        (vec![false, true, true], vec![false, true, true])
+    );
+    assert!(outp == want_p, "pushed sum differs");
+    for peer in [&pb, &pc] {
+        let mut got = vec![0u8; len + 2];
+        // One byte either side: untouched.
+        assert!(
+            unsafe { read_member(&peer.handle(), off as u64 - 1, got.as_mut_ptr(), len + 2) }
+                .unwrap()
+        );
+        assert_eq!(got[0], pattern(off - 1));
+        assert_eq!(got[len + 1], pattern(off + len));
+        assert!(
+            got[1..=len] == want_p[..],
+            "the sum written into a peer differs"
+        );
+    }
+    // No result buffers: nothing pushed (as reduce_chunk).
+    let (_, pushed) = reduce_push(&pushers, &[], off as u64, &mut outp).unwrap();
+    assert_eq!(pushed, [false, false, false]);
+    // Bad arguments: result buffers not one per member.
+    let e = reduce_push(&pushers, &results[..2], off as u64, &mut outp).unwrap_err();
+    assert!(e.message.contains("result buffers"), "{e:?}");
+
+    // On the data plane: same bits, nobody read straight or written.
     std::env::set_var("MONARCH_RDMA_BACKEND", "tcp");
     let members = vec![own.clone(), b.handle(), c.handle()];
     let mut out2 = vec![0u8; len];
     let direct = reduce(DType::U8, Op::Sum, &members, off as u64, &mut out2).unwrap();
+    let results = vec![None, Some(pb.handle()), Some(pc.handle())];
+    let mut out3 = vec![0u8; len];
+    let (direct3, pushed3) = reduce_push(&members, &results, off as u64, &mut out3).unwrap();
     std::env::remove_var("MONARCH_RDMA_BACKEND");
     assert_eq!(direct, [false, false, false]);
+    assert_eq!((direct3, pushed3), (vec![false; 3], vec![false; 3]));
+    assert!(out3 == out2, "data-plane sum with result buffers differs");
+    drop((pb, pc));
     let want2: Vec<u8> = (off..off + len)
         .map(|i| mine[i].wrapping_add(pattern(i)).wrapping_add(pattern(i)))
         .collect();

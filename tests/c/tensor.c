@@ -50,6 +50,19 @@ void test_tensor(monarch_runtime *rt, monarch_actor_mesh *am) {
     double one[4] = {0};
     CHECK_OK(monarch_tensor_read_member(h1, 0, one, sizeof one, NULL));
     CHECK(one[3] == 103, "read_member");
+    /* The same reduce writing into the members' results: both are this
+     * process's memory (an owner's handle is skipped, a rebuilt handle of
+     * this process is no peer), so nothing is pushed and the sum is the
+     * same. */
+    const monarch_rdma_buffer *results[2] = {b0, h1};
+    bool pushed[2] = {true, true};
+    CHECK_OK(monarch_tensor_reduce_chunk_push(MONARCH_DTYPE_F64, MONARCH_OP_AVG, members, results,
+                                              2, 8 * sizeof(double), out, 16, direct, pushed));
+    CHECK(out[0] == 58 && out[15] == 73 && !pushed[0] && !pushed[1] && !direct[1],
+          "reduce_chunk_push avg (%g)", out[0]);
+    CHECK_OK(monarch_tensor_reduce_chunk_push(MONARCH_DTYPE_F64, MONARCH_OP_SUM, members, NULL, 2,
+                                              0, out, 16, NULL, NULL));
+    CHECK(out[1] == 1 + 101, "reduce_chunk_push without results (%g)", out[1]);
 
     /* Bad codes, pointers, ranges. */
     CHECK_STATUS(monarch_tensor_combine(0, MONARCH_OP_SUM, a, b, 5), MONARCH_ERR_INVALID_ARGUMENT,
@@ -95,6 +108,13 @@ void test_tensor(monarch_runtime *rt, monarch_actor_mesh *am) {
     CHECK_STATUS(monarch_tensor_reduce_chunk(MONARCH_DTYPE_F64, MONARCH_OP_SUM, wrong, 2, 0, out, 4,
                                              NULL),
                  MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+    const monarch_rdma_buffer *wrong_results[2] = {NULL, (const monarch_rdma_buffer *)am};
+    CHECK_STATUS(monarch_tensor_reduce_chunk_push(MONARCH_DTYPE_F64, MONARCH_OP_SUM, members,
+                                                  wrong_results, 2, 0, out, 4, NULL, NULL),
+                 MONARCH_ERR_INVALID_HANDLE, "actor mesh");
+    CHECK_STATUS(monarch_tensor_reduce_chunk_push(MONARCH_DTYPE_F64, MONARCH_OP_SUM, members,
+                                                  results, 2, 0, out, 65, NULL, NULL),
+                 MONARCH_ERR_INVALID_ARGUMENT, "outside");
     CHECK_STATUS(monarch_tensor_read_member((monarch_rdma_buffer *)(uintptr_t)0x123456789abcULL, 0,
                                             one, 8, NULL),
                  MONARCH_ERR_INVALID_HANDLE, "stale");

@@ -48,6 +48,14 @@ void test_tensor() {
   CHECK(ok);
   double first = 0;
   CHECK(!monarch::read_member(h1, 0, &first, sizeof first) && first == 1000);
+  // Pushing into the members' results: both are this process's memory, so
+  // nothing is pushed (between procs: tensor/tests/reduce.rs).
+  auto paths = monarch::reduce_chunk_push(monarch::DType::F64, monarch::ReduceOp::Sum, {&b0, &h1},
+                                          {&b0, &h1}, 0, out.data(), out.size());
+  CHECK(paths.pushed.size() == 2 && !paths.pushed[0] && !paths.pushed[1] && out[3] == 1006);
+  THROWS_STATUS(MONARCH_ERR_INVALID_ARGUMENT,
+                monarch::reduce_chunk_push(monarch::DType::F64, monarch::ReduceOp::Sum,
+                                           {&b0, &h1}, {&b0}, 0, out.data(), 4));
 
   // Bad arguments and handles.
   std::vector<float> shorter{1};

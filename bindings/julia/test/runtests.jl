@@ -342,6 +342,9 @@ end
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, 99, pointer(a), pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_BAND, pointer(a), pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
             @test C.monarch_tensor_combine(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, C_NULL, pointer(b), length(a)) == C.MONARCH_ERR_INVALID_ARGUMENT
+            # A chunk reduce writing into peers' results needs members.
+            @test C.monarch_tensor_reduce_chunk_push(C.MONARCH_DTYPE_F32, C.MONARCH_OP_SUM, C_NULL, C_NULL, 0, 0,
+                                                     pointer(a), length(a), C_NULL, C_NULL) == C.MONARCH_ERR_INVALID_ARGUMENT
         end
         x = Int64[0b1100, -1]
         y = Int64[0b1010, 1]

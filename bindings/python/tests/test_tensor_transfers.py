@@ -247,7 +247,8 @@ def test_large_reduce_over_one_dim_of_a_2d_mesh():
 
 
 def _paths(pm, n):
-    """Per proc: (same-host reduces, data-plane-only reduces) so far."""
+    """Per proc: (same-host reduces, data-plane-only reduces, reduces that
+    wrote their chunk into same-host peers' results) so far."""
     from tensor_actors import reduce_paths
 
     with pm.activate():
@@ -255,7 +256,7 @@ def _paths(pm, n):
     out = []
     for i in range(n):
         d = got.item(gpu=i)
-        out.append((d.get("same_host", 0), d.get("data_plane", 0)))
+        out.append((d.get("same_host", 0), d.get("data_plane", 0), d.get("pushed", 0)))
     return out
 
 
@@ -283,11 +284,13 @@ REDUCTIONS = ("sum", "avg", "max", "min", "product")
 
 
 def test_large_reduce_reads_same_host_peers_straight(mesh):
+    # Every member reads its chunk of the others straight and writes the
+    # reduced chunk into their results (also for reduce_, in place).
     before = _paths(mesh, 4)
     count = _every_op_large(mesh, 4)
     after = _paths(mesh, 4)
-    for (s0, d0), (s1, d1) in zip(before, after):
-        assert (s1 - s0, d1 - d0) == (count, 0)
+    for (s0, d0, p0), (s1, d1, p1) in zip(before, after):
+        assert (s1 - s0, d1 - d0, p1 - p0) == (count, 0, count)
 
 
 def test_large_reduce_falls_back_to_the_data_plane(mesh):
@@ -304,8 +307,36 @@ def test_large_reduce_falls_back_to_the_data_plane(mesh):
     finally:
         with mesh.activate():
             set_rdma_backend.call(None).get(timeout=T)
-    for (s0, d0), (s1, d1) in zip(before, after):
-        assert (s1 - s0, d1 - d0) == (0, count)
+    for (s0, d0, p0), (s1, d1, p1) in zip(before, after):
+        assert (s1 - s0, d1 - d0, p1 - p0) == (0, count, 0)
+
+
+def _vm_flags(addr: int) -> list[str]:
+    """The VmFlags of this process's mapping holding ``addr``."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {addr:#x}")
+
+
+def test_pool_memory_is_private_and_asks_for_huge_pages(mesh):
+    # Shared anonymous memory would be shmem, which gets no transparent huge
+    # pages (shmem_enabled=never): peers would read it 4 KiB page by page.
+    from monarch._src.tensor.memory import POOL
+
+    t = POOL.empty(torch.float32, (MiB,))
+    flags = _vm_flags(t.data_ptr())
+    assert "hg" in flags and "sh" not in flags, flags
+    # Worker procs' torch puts large tensors on huge pages too.
+    with mesh.activate():
+        got = remote("os.getenv").call("THP_MEM_ALLOC_ENABLE").get(timeout=T)
+    assert [v for _, v in got.items()] == ["1"] * 4
 
 
 def _uneven(r):

@@ -112,6 +112,36 @@ inline std::vector<bool> reduce_chunk(DType d, ReduceOp op,
   return std::vector<bool>(direct.get(), direct.get() + hs.size());
 }
 
+/// What reduce_chunk_push says per member.
+struct ChunkPaths {
+  std::vector<bool> direct;  ///< read straight from a same-host peer's memory
+  std::vector<bool> pushed;  ///< the chunk written into that member's result
+};
+
+/// reduce_chunk that also writes each finished block, while it is in
+/// cache, at byte `offset` of `results[k]` (member k's result buffer,
+/// registered writable; nullptr or this process's own: skipped) for every
+/// same-host peer this process may write; the others read the chunk
+/// themselves. `results` is empty or has one entry per member. A member's
+/// input and result may be the same memory (a reduce in place). Member k
+/// must not read that range of its result before this call returned here.
+inline ChunkPaths reduce_chunk_push(DType d, ReduceOp op,
+                                    const std::vector<const RdmaBuffer*>& members,
+                                    const std::vector<const RdmaBuffer*>& results,
+                                    std::uint64_t offset, void* out, std::size_t count) {
+  if (!results.empty() && results.size() != members.size())
+    throw Error(MONARCH_ERR_INVALID_ARGUMENT, "reduce_chunk_push: one result per member, or none");
+  std::vector<const monarch_rdma_buffer*> hs, rs;
+  for (const RdmaBuffer* m : members) hs.push_back(m ? m->handle() : nullptr);
+  for (const RdmaBuffer* r : results) rs.push_back(r ? r->handle() : nullptr);
+  std::unique_ptr<bool[]> direct(new bool[hs.size() + 1]()), pushed(new bool[hs.size() + 1]());
+  detail::check(monarch_tensor_reduce_chunk_push(
+      static_cast<std::uint32_t>(d), static_cast<std::uint32_t>(op), hs.data(),
+      rs.empty() ? nullptr : rs.data(), hs.size(), offset, out, count, direct.get(), pushed.get()));
+  return {std::vector<bool>(direct.get(), direct.get() + hs.size()),
+          std::vector<bool>(pushed.get(), pushed.get() + hs.size())};
+}
+
 /// Copy `len` bytes at byte `offset` of `buf` into `dst`: straight from a
 /// same-host owner's memory (true) or on the data plane (false).
 inline bool read_member(const RdmaBuffer& buf, std::uint64_t offset, void* dst, std::size_t len) {

@@ -178,6 +178,7 @@ const FUNCTION_NAMES = (
     :monarch_tensor_combine,
     :monarch_tensor_finish,
     :monarch_tensor_reduce_chunk,
+    :monarch_tensor_reduce_chunk_push,
     :monarch_tensor_read_member,
     :monarch_slurm_job_start,
     :monarch_slurm_job_host_mesh,
@@ -285,6 +286,7 @@ const _fp_monarch_tensor_dtype_size = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_tensor_combine = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_tensor_finish = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_tensor_reduce_chunk = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_monarch_tensor_reduce_chunk_push = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_tensor_read_member = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_start = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_monarch_slurm_job_host_mesh = Ref{Ptr{Cvoid}}(C_NULL)
@@ -394,6 +396,7 @@ function bind!(lib::Ptr{Cvoid})
     _fp_monarch_tensor_combine[] = Libdl.dlsym(lib, :monarch_tensor_combine)
     _fp_monarch_tensor_finish[] = Libdl.dlsym(lib, :monarch_tensor_finish)
     _fp_monarch_tensor_reduce_chunk[] = Libdl.dlsym(lib, :monarch_tensor_reduce_chunk)
+    _fp_monarch_tensor_reduce_chunk_push[] = Libdl.dlsym(lib, :monarch_tensor_reduce_chunk_push)
     _fp_monarch_tensor_read_member[] = Libdl.dlsym(lib, :monarch_tensor_read_member)
     _fp_monarch_slurm_job_start[] = Libdl.dlsym(lib, :monarch_slurm_job_start)
     _fp_monarch_slurm_job_host_mesh[] = Libdl.dlsym(lib, :monarch_slurm_job_host_mesh)
@@ -502,6 +505,7 @@ monarch_tensor_dtype_size(dtype, out) = ccall(_fp_monarch_tensor_dtype_size[], I
 monarch_tensor_combine(dtype, op, out, src, count) = ccall(_fp_monarch_tensor_combine[], Int32, (UInt32, UInt32, Ptr{Cvoid}, Ptr{Cvoid}, Csize_t), dtype, op, out, src, count)
 monarch_tensor_finish(dtype, op, out, count, members) = ccall(_fp_monarch_tensor_finish[], Int32, (UInt32, UInt32, Ptr{Cvoid}, Csize_t, UInt32), dtype, op, out, count, members)
 monarch_tensor_reduce_chunk(dtype, op, members, n, offset, out, count, direct) = ccall(_fp_monarch_tensor_reduce_chunk[], Int32, (UInt32, UInt32, Ptr{Ptr{monarch_rdma_buffer}}, Csize_t, UInt64, Ptr{Cvoid}, Csize_t, Ptr{Bool}), dtype, op, members, n, offset, out, count, direct)
+monarch_tensor_reduce_chunk_push(dtype, op, members, results, n, offset, out, count, direct, pushed) = ccall(_fp_monarch_tensor_reduce_chunk_push[], Int32, (UInt32, UInt32, Ptr{Ptr{monarch_rdma_buffer}}, Ptr{Ptr{monarch_rdma_buffer}}, Csize_t, UInt64, Ptr{Cvoid}, Csize_t, Ptr{Bool}, Ptr{Bool}), dtype, op, members, results, n, offset, out, count, direct, pushed)
 monarch_tensor_read_member(buf, offset, dst, len, direct) = ccall(_fp_monarch_tensor_read_member[], Int32, (Ptr{monarch_rdma_buffer}, UInt64, Ptr{Cvoid}, Csize_t, Ptr{Bool}), buf, offset, dst, len, direct)
 monarch_slurm_job_start(rt, nodes, agent_argv, agent_argc, srun_args, nsrun_args, timeout_ms, out) = ccall(_fp_monarch_slurm_job_start[], Int32, (Ptr{monarch_runtime}, Csize_t, Ptr{Ptr{UInt8}}, Csize_t, Ptr{Ptr{UInt8}}, Csize_t, Int64, Ptr{Ptr{monarch_slurm_job}}), rt, nodes, agent_argv, agent_argc, srun_args, nsrun_args, timeout_ms, out)
 monarch_slurm_job_host_mesh(job, out) = ccall(_fp_monarch_slurm_job_host_mesh[], Int32, (Ptr{monarch_slurm_job}, Ptr{Ptr{monarch_host_mesh}}), job, out)

@@ -7,7 +7,8 @@ bootstrap environment set (``MONARCH_CONTROLLER``, ``MONARCH_PROC_ADDR``,
 events one at a time until the proc is asked to stop (see ``server`` for the
 protocol), and frees the runtime. With ``MONARCH_ZYGOTE_FD`` set the
 process is first the template procs are forked from (``zygote``), and only
-its forked children go on to be procs.
+its forked children go on to be procs. Procs run torch with
+``THP_MEM_ALLOC_ENABLE=1`` unless the controller's environment sets it.
 
 A proc with a Unix address dumps every thread's stack on SIGUSR1
 (``faulthandler``) to ``<its socket path>.stacks``, which ``monarch top``
@@ -53,6 +54,11 @@ def main() -> int:
     if "MONARCH_CONTROLLER" not in os.environ:
         sys.stderr.write("monarch._bootstrap: not started by a monarch controller\n")
         return 2
+    # torch (imported later, if at all) puts tensors of 2 MiB and more on
+    # transparent huge pages: fewer page faults, and peers read them with
+    # process_vm_readv at about memcpy speed instead of a third of it
+    # (docs/tensors.md, "All-reduce"). A value the controller sent wins.
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     _dump_stacks_on_sigusr1()
     rt = runtime()
     install_debugger()

@@ -258,28 +258,30 @@ def _bounds(numel: int, n: int) -> list[int]:
 
 
 def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abort, into=None) -> torch.Tensor:
-    """Large tensors: every member registers its tensor and its result
-    for one-sided reads. Worker ``g`` combines chunk ``g`` of every
-    member's tensor in group order (so every member computes bit-identical
-    values) into chunk ``g`` of its result, then reads every other chunk of
-    the result from the member that computed it. A last exchange makes
-    sure no member still reads this one's memory when it returns. The
-    result is finished (avg divided) here.
+    """Large tensors: every member registers its tensor (for one-sided
+    reads) and its result (writable). Worker ``g`` combines chunk ``g`` of
+    every member's tensor in group order (so every member computes
+    bit-identical values) into chunk ``g`` of its result, and every other
+    chunk of the result comes from the member that computed it. A last
+    exchange (where a member reads another's result) makes sure no member
+    still reads or writes this one's memory when it returns. The result is finished (avg divided) here.
 
     The reduce of chunk ``g`` is the tensor plane's
-    (``plane.reduce_chunk``, in Rust): a same-host peer is read straight
-    from its memory a cache-sized block at a time as the block is
-    combined; a peer on another host (or one the kernel does not let us
-    read) is read on the data plane into scratch memory first. Per
-    worker: ``n`` chunks read and one written for the reduce-scatter,
-    ``n - 1`` chunks copied for the all-gather. Types the plane has no
-    kernel for (complex) read every peer's chunk on the data plane and
-    combine with torch.
+    (``plane.reduce_chunk_push``, in Rust): a same-host peer is read
+    straight from its memory a cache-sized block at a time as the block is
+    combined, and each finished block is written straight into the result
+    of every same-host peer while it is in cache (its "ready" message says
+    so); a peer on another host (or one the kernel does not let us read)
+    is read on the data plane into scratch memory first and reads chunk
+    ``g`` of the result itself. Per worker on one host: ``n`` chunks read,
+    ``n`` written. Types the plane has no kernel for (complex) read every
+    peer's chunk on the data plane and combine with torch.
 
     ``into`` (the contiguous input itself, for ``reduce_``) receives the
-    result instead of new memory: chunk ``g`` of it is read by this worker
-    only, and chunk ``k`` is overwritten only after member ``k`` said it
-    finished reading it."""
+    result instead of new memory: chunk ``k`` of it is read by member
+    ``k`` only, which writes its result there block by block after reading
+    each block, or which this worker reads after member ``k`` said it is
+    ready."""
     n = len(group)
     g = group.index(me)
     flat = src.reshape(-1)
@@ -294,9 +296,12 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
         out = into.reshape(-1) if into is not None else POOL.empty(flat.dtype, (flat.numel(),))
         acc = out[lo:hi]
     src_buf = RDMABuffer(memoryview(_bytes(flat)).toreadonly())
-    out_buf = None if scatter else RDMABuffer(memoryview(_bytes(out)).toreadonly())
+    # Writable: same-host members write their chunk of the result here.
+    out_buf = None if scatter else RDMABuffer(memoryview(_bytes(out)))
     peers = [(k, peer) for k, peer in enumerate(group) if k != g]
     direct = [False] * n
+    pushed = [False] * n
+    came_pushed: set[int] = set()  # members that pushed their chunk here
     try:
         mine_info = (src_buf, out_buf, str(flat.dtype))
         for _k, peer in peers:
@@ -314,17 +319,24 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
         if mine:
             if plane.supported(flat.dtype, op):
                 members = [src_buf if k == g else theirs[k][0] for k in range(n)]
-                direct = plane.reduce_chunk(members, lo * esize, acc, op)
+                results = [None if scatter or k == g else theirs[k][1] for k in range(n)]
+                direct, pushed = plane.reduce_chunk_push(members, results, lo * esize, acc, op)
             else:
                 _reduce_with_torch(flat, acc, theirs, g, lo, hi, op)
         PATHS["same_host" if any(direct) else "data_plane"] += 1
+        if any(pushed):
+            PATHS["pushed"] += 1
         if not scatter:
-            for _k, peer in peers:
-                ports[peer].send(((seq, "ready", g), None))
-            # All-gather: chunk k of the result from member k, as it is ready.
+            # "ready" says whether chunk g is already in the peer's result.
+            for k, peer in peers:
+                ports[peer].send(((seq, "ready", g), pushed[k]))
+            # All-gather: chunk k of the result from member k, as it is
+            # ready, unless member k wrote it here.
             gathers = []
             for k, peer in peers:
-                mailbox.take((seq, "ready", k), peer, abort)
+                if mailbox.take((seq, "ready", k), peer, abort):
+                    came_pushed.add(k)
+                    continue
                 a, b = bounds[k], bounds[k + 1]
                 if b <= a:
                     continue
@@ -334,10 +346,16 @@ def _reduce_on_data_plane(src, group, me, ports, mailbox, seq, op, scatter, abor
                     gathers.append(theirs[k][1].read_part(_bytes(out[a:b]), a * esize, timeout=PEER_TIMEOUT))
             for f in gathers:
                 f.get()
-        for _k, peer in peers:
-            ports[peer].send(((seq, "done", g), None))
+        # "done": this member no longer touches the peer's memory. Not
+        # needed where chunks were pushed both ways: a member that pushed
+        # into another is not read by it after its "ready", which came
+        # after all its own reads and writes of that member.
         for k, peer in peers:
-            mailbox.take((seq, "done", k), peer, abort)
+            if k not in came_pushed:
+                ports[peer].send(((seq, "done", g), None))
+        for k, peer in peers:
+            if not pushed[k]:
+                mailbox.take((seq, "done", k), peer, abort)
     except SupervisionError as e:
         raise PeerLostError(f"a peer worker is gone (its proc died): {e}") from e
     finally:

@@ -96,3 +96,25 @@ def read_member(buf: Any, offset: int, out: torch.Tensor) -> bool:
     n = out.numel() * out.element_size()
     check(lib.monarch_tensor_read_member(buf._h, offset, _ptr(out), n, direct), "reduce")
     return bool(direct[0])
+
+
+def reduce_chunk_push(
+    members: list[Any], results: list[Any], offset: int, out: torch.Tensor, op: str
+) -> tuple[list[bool], list[bool]]:
+    """``reduce_chunk`` that also writes each finished block into
+    ``results[k]`` (member ``k``'s result ``RDMABuffer``, registered
+    writable; None to skip) at ``offset`` for every same-host peer this
+    process may write. Returns, per member, whether it was read straight
+    and whether the chunk was written into its result."""
+    n = len(members)
+    handles = ffi.new("monarch_rdma_buffer *[]", [m._h for m in members])
+    outs = ffi.new("monarch_rdma_buffer *[]", [ffi.NULL if r is None else r._h for r in results])
+    direct = ffi.new("bool[]", n)
+    pushed = ffi.new("bool[]", n)
+    check(
+        lib.monarch_tensor_reduce_chunk_push(
+            DTYPES[out.dtype], OPS[op], handles, outs, n, offset, _ptr(out), out.numel(), direct, pushed
+        ),
+        "reduce",
+    )
+    return [bool(d) for d in direct], [bool(p) for p in pushed]
