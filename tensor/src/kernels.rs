@@ -239,8 +239,7 @@ pub(crate) unsafe fn combine_unchecked(
 ) {
     // Not float min/max: their NaN-propagating compare measured 3x slower
     // in cache with AVX2 than with the baseline's SSE2.
-    let float_minmax = matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
-        && matches!(op, Op::Min | Op::Max);
+    let float_minmax = dtype.is_float() && matches!(op, Op::Min | Op::Max);
     #[cfg(target_arch = "x86_64")]
     if !float_minmax && std::arch::is_x86_feature_detected!("avx2") {
         return combine_avx2(dtype, op, out, src, count);
