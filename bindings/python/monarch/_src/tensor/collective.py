@@ -14,9 +14,11 @@ combined by the Rust tensor plane (``plane``). Each worker moves
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -164,8 +166,16 @@ def reduce(
     them waits for its part. ``inplace``: the result may be written into
     ``t`` itself (then it is returned over ``t``'s memory; a failure may
     leave ``t`` partly reduced)."""
-    try:
+    with aborting_on_failure(group, me, ports, mailbox, seq):
         return _reduce(t, group, me, ports, mailbox, seq, op, scatter, inplace)
+
+
+@contextlib.contextmanager
+def aborting_on_failure(group: list[int], me: int, ports: list[Any], mailbox: Mailbox, seq: int) -> Iterator[None]:
+    """Run this member's part of collective ``seq``; if it fails, tell the
+    other members (so none waits for it) and drop what they sent for it."""
+    try:
+        yield
     except BaseException as e:
         abort(group, me, ports, seq, f"{type(e).__name__}: {e}")
         mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))

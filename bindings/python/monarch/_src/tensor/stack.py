@@ -22,7 +22,15 @@ import torch
 from ..._lib import SupervisionError
 from ..rdma.rdma import RDMABuffer
 from . import plane
-from .collective import DATA_PLANE_MIN, Mailbox, PeerLostError, _bytes, _from_wire, _to_wire, abort
+from .collective import (
+    DATA_PLANE_MIN,
+    Mailbox,
+    PeerLostError,
+    _bytes,
+    _from_wire,
+    _to_wire,
+    aborting_on_failure,
+)
 
 
 def stack(
@@ -38,12 +46,8 @@ def stack(
     the workers ``group`` (global ranks, in group order) of which this one
     is ``me``; ``seq`` tags the messages of this collective. A member that
     fails tells the others, so none of them waits for its part."""
-    try:
+    with aborting_on_failure(group, me, ports, mailbox, seq):
         return _stack(t, group, me, ports, mailbox, seq, scatter)
-    except BaseException as e:
-        abort(group, me, ports, seq, f"{type(e).__name__}: {e}")
-        mailbox.forget(lambda tag: not (isinstance(tag, tuple) and tag[:1] == (seq,)))
-        raise
 
 
 def _stack(t, group, me, ports, mailbox, seq, scatter) -> torch.Tensor:
