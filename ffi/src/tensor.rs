@@ -251,3 +251,50 @@ pub unsafe extern "C" fn monarch_tensor_read_member(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C constants are the tensor crate's codes (cbindgen needs
+    /// literals, so they are written twice).
+    #[test]
+    fn the_c_codes_are_the_plane_codes() {
+        let dtypes = [
+            (MONARCH_DTYPE_F32, DType::F32),
+            (MONARCH_DTYPE_F64, DType::F64),
+            (MONARCH_DTYPE_F16, DType::F16),
+            (MONARCH_DTYPE_BF16, DType::BF16),
+            (MONARCH_DTYPE_I8, DType::I8),
+            (MONARCH_DTYPE_I16, DType::I16),
+            (MONARCH_DTYPE_I32, DType::I32),
+            (MONARCH_DTYPE_I64, DType::I64),
+            (MONARCH_DTYPE_U8, DType::U8),
+            (MONARCH_DTYPE_BOOL, DType::Bool),
+        ];
+        for (code, dtype) in dtypes {
+            assert_eq!(DType::from_code(code).unwrap(), dtype);
+        }
+        assert!(
+            DType::from_code(dtypes.len() as u32 + 1).is_err(),
+            "a dtype without a C constant"
+        );
+        let ops = [
+            (MONARCH_OP_SUM, Op::Sum),
+            (MONARCH_OP_AVG, Op::Avg),
+            (MONARCH_OP_MIN, Op::Min),
+            (MONARCH_OP_MAX, Op::Max),
+            (MONARCH_OP_PRODUCT, Op::Product),
+            (MONARCH_OP_BAND, Op::BAnd),
+            (MONARCH_OP_BOR, Op::BOr),
+            (MONARCH_OP_BXOR, Op::BXor),
+        ];
+        for (code, op) in ops {
+            assert_eq!(Op::from_code(code).unwrap(), op);
+        }
+        assert!(
+            Op::from_code(ops.len() as u32 + 1).is_err(),
+            "an op without a C constant"
+        );
+    }
+}
