@@ -406,6 +406,31 @@ def test_proc_dying_mid_large_reduce_frees_the_live_peer():
             pass
 
 
+@pytest.mark.parametrize("size", [16, MiB], ids=["small", "large"])
+def test_proc_dying_mid_stack_frees_the_live_peer(size):
+    # As above, for reduction="stack" (messages when small, one-sided reads
+    # when large): gpu=0 waits for gpu=1's part, gpu=1 is killed.
+    from tensor_actors import ShardReader, stalled_on
+
+    pm = this_host().spawn_procs(per_host={"gpu": 2})
+    try:
+        pid = pm.spawn("pids", ShardReader).pid.call().get(timeout=T).item(gpu=1)
+        with pm.activate():
+            r = stalled_on(torch.ones(size), 1).reduce("gpu", "stack")
+        pm._tensor_controller.flush()
+        _wait_until(lambda: _running(pm, 0).get("main") == "reduce", "in the stack on gpu=0")
+        _wait_until(lambda: _running(pm, 1).get("main") == "op", "stalled on gpu=1")
+        os.kill(pid, signal.SIGKILL)
+        _wait_until(lambda: _running(pm, 0).get("main") is None, "free on gpu=0")
+        with pytest.raises(SupervisionError):
+            fetch_shard(r, gpu=0).result(timeout=T)
+    finally:
+        try:
+            pm.stop().get(timeout=30)
+        except Exception:  # noqa: BLE001 - the mesh lost a proc
+            pass
+
+
 _OWNER = (
     "import pickle, time\n"
     "from monarch.rdma import RDMABuffer\n"
