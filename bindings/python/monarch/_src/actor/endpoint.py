@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterator
-from typing import Any, Callable, Generic, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from ..._lib import call_error, error_for, ffi, lib
 from .future import Future

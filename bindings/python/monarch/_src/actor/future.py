@@ -10,9 +10,9 @@ the running asyncio loop instead of blocking it.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from time import monotonic as _monotonic
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..._lib import ERR_TIMEOUT, check, error_for, ffi, lib, runtime
 from . import interrupt

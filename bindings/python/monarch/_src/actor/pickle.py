@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import cloudpickle
 

@@ -79,8 +79,9 @@ import pickle
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from time import monotonic as _monotonic
-from typing import Any, Callable
+from typing import Any
 
 from ..._lib import ERR_TIMEOUT, check, ffi, lib
 from .context import current_frame, message_point

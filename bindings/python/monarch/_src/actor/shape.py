@@ -8,8 +8,8 @@ it, and ``MeshTrait`` the views (``slice``, ``flatten``, ``rename``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..._lib import c_strings, check, error_for, ffi, lib, take_buffer
 

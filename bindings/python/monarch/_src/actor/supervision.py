@@ -23,8 +23,8 @@ import pickle
 import sys
 import threading
 import traceback
-from collections.abc import Iterable
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..._lib import ERR_STOPPED, ERR_TIMEOUT, ffi, lib, runtime
 from .context import task_context

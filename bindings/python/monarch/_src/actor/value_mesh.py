@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import itertools
 import pickle
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from ..._lib import ActorError, SupervisionError, check, ffi, lib
 from .pickle import HandleOwner, loads_parts

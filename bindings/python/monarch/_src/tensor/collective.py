@@ -18,8 +18,8 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
