@@ -17,6 +17,20 @@ use crate::error::{Error, ErrorKind, Result};
 
 mod reaper;
 
+/// A pidfd of process `pid` (`pidfd_open(2)`, Linux 5.3): readable once
+/// the process has exited, and never names another process after that,
+/// as a pid may.
+pub fn pidfd_open(pid: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain syscall; its result is checked before use.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, owned here.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) })
+}
+
 /// How a child process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitInfo {

@@ -594,21 +594,20 @@ pub fn serve(fd: RawFd) -> Result<Served> {
             continue;
         }
         drop(fds);
-        // SAFETY: pidfd_open on our own child.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if pidfd < 0 {
-            // Its exit could not be reported: take it back.
-            let e = io::Error::last_os_error();
-            // SAFETY: our own child, not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
+        let pidfd = match crate::process::pidfd_open(pid as u32) {
+            Ok(p) => p,
+            Err(e) => {
+                // Its exit could not be reported: take it back.
+                // SAFETY: our own child, not yet reaped.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+                let _ = send_with_fds(fd, format!("Ecannot watch the child: {e}").as_bytes(), &[]);
+                continue;
             }
-            let _ = send_with_fds(fd, format!("Ecannot watch the child: {e}").as_bytes(), &[]);
-            continue;
-        }
-        // SAFETY: a new descriptor owned here.
-        kids.push((pid, unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) }));
+        };
+        kids.push((pid, pidfd));
         let mut m = vec![b'P'];
         m.extend_from_slice(&pid.to_le_bytes());
         let _ = send_with_fds(fd, &m, &[]);

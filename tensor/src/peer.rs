@@ -18,9 +18,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
+use monarch_core::process::pidfd_open;
 use monarch_core::{Error, ErrorKind, Result};
 use monarch_rdma::Descriptor;
 use parking_lot::Mutex;
@@ -43,16 +44,6 @@ pub enum ReadError {
     Gone,
     /// Any other failure.
     Failed(io::Error),
-}
-
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: a plain syscall; a non-negative result is a new fd we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 impl Peer {

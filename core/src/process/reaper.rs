@@ -7,11 +7,11 @@
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{Arc, OnceLock};
 
-use super::{Child, ExitInfo};
+use super::{pidfd_open, Child, ExitInfo};
 use crate::error::{Error, Result};
 
 /// What runs once a child has been reaped.
@@ -52,16 +52,6 @@ fn reaper() -> Option<&'static Reaper> {
             .ok()?;
         Some(reaper)
     })
-}
-
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall; the result is checked before use.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 fn exit_info(status: io::Result<std::process::ExitStatus>) -> ExitInfo {
