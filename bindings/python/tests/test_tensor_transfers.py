@@ -382,43 +382,23 @@ def test_failed_input_aborts_a_large_reduce_and_the_mesh_keeps_working(mesh):
     assert fetch_shard(ok, gpu=3).result(timeout=T).eq(4.0).all()
 
 
-def test_proc_dying_mid_large_reduce_frees_the_live_peer():
-    # gpu=0 enters the data-plane reduce and waits for gpu=1's buffers;
-    # gpu=1 stalls before its reduce and is killed.
+@pytest.mark.parametrize(
+    "reduction, size",
+    [("sum", MiB), ("stack", 16), ("stack", MiB)],
+    ids=["reduce-large", "stack-small", "stack-large"],
+)
+def test_proc_dying_mid_collective_frees_the_live_peer(reduction, size):
+    # gpu=0 enters the collective and waits for gpu=1's part (its buffers,
+    # or its message when small); gpu=1 stalls before it and is killed.
     from tensor_actors import ShardReader, stalled_on
 
     pm = this_host().spawn_procs(per_host={"gpu": 2})
     try:
         pid = pm.spawn("pids", ShardReader).pid.call().get(timeout=T).item(gpu=1)
         with pm.activate():
-            r = stalled_on(torch.ones(MiB), 1).reduce("gpu", "sum")
+            r = stalled_on(torch.ones(size), 1).reduce("gpu", reduction)
         pm._tensor_controller.flush()
-        _wait_until(lambda: _running(pm, 0).get("main") == "reduce", "in the reduce on gpu=0")
-        _wait_until(lambda: _running(pm, 1).get("main") == "op", "stalled on gpu=1")
-        os.kill(pid, signal.SIGKILL)
-        _wait_until(lambda: _running(pm, 0).get("main") is None, "free on gpu=0")
-        with pytest.raises(SupervisionError):
-            fetch_shard(r, gpu=0).result(timeout=T)
-    finally:
-        try:
-            pm.stop().get(timeout=30)
-        except Exception:  # noqa: BLE001 - the mesh lost a proc
-            pass
-
-
-@pytest.mark.parametrize("size", [16, MiB], ids=["small", "large"])
-def test_proc_dying_mid_stack_frees_the_live_peer(size):
-    # As above, for reduction="stack" (messages when small, one-sided reads
-    # when large): gpu=0 waits for gpu=1's part, gpu=1 is killed.
-    from tensor_actors import ShardReader, stalled_on
-
-    pm = this_host().spawn_procs(per_host={"gpu": 2})
-    try:
-        pid = pm.spawn("pids", ShardReader).pid.call().get(timeout=T).item(gpu=1)
-        with pm.activate():
-            r = stalled_on(torch.ones(size), 1).reduce("gpu", "stack")
-        pm._tensor_controller.flush()
-        _wait_until(lambda: _running(pm, 0).get("main") == "reduce", "in the stack on gpu=0")
+        _wait_until(lambda: _running(pm, 0).get("main") == "reduce", "in the collective on gpu=0")
         _wait_until(lambda: _running(pm, 1).get("main") == "op", "stalled on gpu=1")
         os.kill(pid, signal.SIGKILL)
         _wait_until(lambda: _running(pm, 0).get("main") is None, "free on gpu=0")
