@@ -105,13 +105,7 @@ impl Peer {
         into: *mut u8,
         len: usize,
     ) -> std::result::Result<(), ReadError> {
-        match monarch_rdma::read_now(self.pid, addr, into, len) {
-            Ok(()) => Ok(()),
-            // Checked first: an exited peer's pid may be refused or reused.
-            Err(_) if !self.alive() => Err(ReadError::Gone),
-            Err(e) if monarch_rdma::is_unsupported(&e) => Err(ReadError::Refused(e)),
-            Err(e) => Err(ReadError::Failed(e)),
-        }
+        self.outcome(monarch_rdma::read_now(self.pid, addr, into, len))
     }
 
     /// Copy `len` bytes at `from` here to `addr` in the peer.
@@ -124,11 +118,32 @@ impl Peer {
         from: *const u8,
         len: usize,
     ) -> std::result::Result<(), ReadError> {
-        match monarch_rdma::write_now(self.pid, addr, from, len) {
+        self.outcome(monarch_rdma::write_now(self.pid, addr, from, len))
+    }
+
+    /// What a copy to or from the peer came to.
+    fn outcome(&self, r: io::Result<()>) -> std::result::Result<(), ReadError> {
+        match r {
             Ok(()) => Ok(()),
+            // Checked first: an exited peer's pid may be refused or reused.
             Err(_) if !self.alive() => Err(ReadError::Gone),
             Err(e) if monarch_rdma::is_unsupported(&e) => Err(ReadError::Refused(e)),
             Err(e) => Err(ReadError::Failed(e)),
+        }
+    }
+
+    /// A copy's failure as an error (`doing`: "reading" or "writing").
+    fn as_error(&self, r: std::result::Result<(), ReadError>, doing: &str) -> Result<()> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(ReadError::Gone) => Err(self.gone_error()),
+            Err(ReadError::Refused(e)) | Err(ReadError::Failed(e)) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "{doing} peer process {} (proc {}): {e}",
+                    self.pid, self.owner
+                ),
+            )),
         }
     }
 
@@ -137,17 +152,7 @@ impl Peer {
     /// # Safety
     /// As for [`Peer::write`].
     pub unsafe fn write_or_fail(&self, addr: u64, from: *const u8, len: usize) -> Result<()> {
-        match self.write(addr, from, len) {
-            Ok(()) => Ok(()),
-            Err(ReadError::Gone) => Err(self.gone_error()),
-            Err(ReadError::Refused(e)) | Err(ReadError::Failed(e)) => Err(Error::new(
-                ErrorKind::Io,
-                format!(
-                    "writing peer process {} (proc {}): {e}",
-                    self.pid, self.owner
-                ),
-            )),
-        }
+        self.as_error(self.write(addr, from, len), "writing")
     }
 
     /// [`Peer::read`] with its failures as errors.
@@ -155,17 +160,7 @@ impl Peer {
     /// # Safety
     /// As for [`Peer::read`].
     pub unsafe fn read_or_fail(&self, addr: u64, into: *mut u8, len: usize) -> Result<()> {
-        match self.read(addr, into, len) {
-            Ok(()) => Ok(()),
-            Err(ReadError::Gone) => Err(self.gone_error()),
-            Err(ReadError::Refused(e)) | Err(ReadError::Failed(e)) => Err(Error::new(
-                ErrorKind::Io,
-                format!(
-                    "reading peer process {} (proc {}): {e}",
-                    self.pid, self.owner
-                ),
-            )),
-        }
+        self.as_error(self.read(addr, into, len), "reading")
     }
 }
 
