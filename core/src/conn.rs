@@ -204,23 +204,19 @@ impl Conn {
 
     /// Write frames buffered for at least `min_age` (all if None), as far
     /// as the socket takes them **without blocking**; the rest stays
-    /// buffered. Returns whether frames remain buffered. With `wait` false,
-    /// a writer lock held by another thread means "skip", and false: that
-    /// thread sees to the buffered frames (a write sends them before its
-    /// own; a thread buffering a frame, or another flush that leaves some,
-    /// marks them for the I/O thread once it lets go of the lock).
+    /// buffered. Returns whether frames remain buffered. A writer lock
+    /// held by another thread means "skip", and false: that thread sees to
+    /// the buffered frames (a write sends them before its own; a thread
+    /// buffering a frame, or another flush that leaves some, marks them for
+    /// the I/O thread once it lets go of the lock).
     ///
     /// Never blocking here matters: the threads that flush (a thread about
     /// to wait, the I/O thread) may be the ones that must read next, so the
-    /// peer, itself stuck writing to us, can make progress.
-    pub fn flush(&self, min_age: Option<Duration>, wait: bool) -> io::Result<bool> {
-        let mut w = if wait {
-            self.writer.lock()
-        } else {
-            match self.writer.try_lock() {
-                Some(w) => w,
-                None => return Ok(false),
-            }
+    /// peer, itself stuck writing to us, can make progress; and the lock's
+    /// holder may be stuck on a peer that stopped reading.
+    pub fn flush(&self, min_age: Option<Duration>) -> io::Result<bool> {
+        let Some(mut w) = self.writer.try_lock() else {
+            return Ok(false);
         };
         let Some(since) = w.pending_since else {
             return Ok(false);
@@ -685,8 +681,8 @@ mod tests {
         read(&mut got);
         assert!(got.is_empty(), "batched frames were sent early: {got:?}");
         // Too young for an aged flush; a full flush sends them, in order.
-        assert!(sender.flush(Some(Duration::from_secs(60)), true).unwrap());
-        assert!(!sender.flush(None, true).unwrap());
+        assert!(sender.flush(Some(Duration::from_secs(60))).unwrap());
+        assert!(!sender.flush(None).unwrap());
         read(&mut got);
         assert_eq!(got, ["m0", "m1"]);
         // A frame written at once goes after the batched ones.
@@ -782,12 +778,12 @@ mod tests {
                     let defer = if i % 3 == 0 { Defer::Yes } else { Defer::Never };
                     c.write(&header(&parts, &tag), &parts, defer).unwrap();
                     if i % 10 == 9 {
-                        while c.flush(None, true).unwrap() {
+                        while c.flush(None).unwrap() {
                             std::thread::sleep(Duration::from_millis(1));
                         }
                     }
                 }
-                while c.flush(None, true).unwrap() {
+                while c.flush(None).unwrap() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             })

@@ -272,7 +272,7 @@ impl Inner {
         }
         let mut left = false;
         for conn in self.conn_list() {
-            match conn.flush(min_age, false) {
+            match conn.flush(min_age) {
                 Ok(more) => left |= more,
                 // The reader side notices the broken connection.
                 Err(e) => tracing::debug!(peer = %conn.peer, error = %e, "flush failed"),
