@@ -579,7 +579,6 @@ impl Runtime {
         self.inner.peers.forget_lost(addrs);
         self.stop_remote(addrs, grace);
         let children = self.inner.children.among(addrs);
-        self.inner.supervision.mark_stopping(addrs);
         for child in &children {
             if child.ready.peek().is_some_and(|r| r.is_ok()) {
                 let mut env = Envelope::new(Kind::StopProc);
