@@ -342,6 +342,11 @@ impl Agent {
             return Err("start: empty bootstrap command".into());
         }
         let token = std::env::var(ENV_JOB_TOKEN).ok();
+        // One queue for the controller's reports, whatever the number of procs.
+        let reports = self
+            .reports
+            .of(&controller)
+            .map_err(|e| format!("cannot start a report queue: {e}"))?;
         for (i, addr) in addrs.iter().enumerate() {
             let listener = self
                 .prepared
@@ -371,10 +376,6 @@ impl Agent {
                 // procs read it (their environment).
                 child_env.push((ENV_JOB_TOKEN.into(), self.secret_for_child()));
             }
-            let reports = self
-                .reports
-                .of(&controller)
-                .map_err(|e| format!("cannot start a report queue: {e}"))?;
             let exit_reports = reports.clone();
             let procs = self.procs.clone();
             let spawned = spawn_child_with(
@@ -416,7 +417,7 @@ impl Agent {
                 Proc {
                     child,
                     controller: controller.clone(),
-                    reports,
+                    reports: reports.clone(),
                 },
             );
         }
